@@ -1,0 +1,52 @@
+"""grpo_compat: make GRPO training with TRL and ms-swift work across the versions people run.
+
+    import grpo_compat
+    grpo_compat.apply()     # before or after importing trl / swift
+    print(grpo_compat.report())
+
+Importing this package or calling apply() imports neither torch nor trl nor swift: each patch
+waits for its upstream module to be imported and is applied then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from grpo_compat.engine import Engine
+from grpo_compat.errors import GRPOCompatError, GRPOSettingsError, PatchFailedError, UnknownPatchError
+from grpo_compat.report import Report, Status
+
+__version__ = "0.1.0"
+__all__ = [
+    "GRPOCompatError",
+    "GRPOSettingsError",
+    "PatchFailedError",
+    "Report",
+    "Status",
+    "UnknownPatchError",
+    "apply",
+    "report",
+    "revert",
+]
+
+_engine = Engine()
+
+
+def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> Report:
+    """Apply every patch needed by this install (idempotent); returns the report.
+
+    ``only`` / ``skip`` select patches by id; ``GRPO_COMPAT_DISABLE=id1,id2`` (or ``all``) switches
+    patches off from the environment. With ``strict=True`` a patch that cannot apply raises
+    :class:`PatchFailedError` instead of being skipped and reported.
+    """
+    return _engine.apply(strict=strict, only=only, skip=skip)
+
+
+def revert() -> Report:
+    """Undo every applied patch, in reverse order, restoring the exact original objects."""
+    return _engine.revert()
+
+
+def report() -> Report:
+    """Per patch: status and reason; plus the installed versions of the upstream stack."""
+    return _engine.report()

@@ -1,0 +1,258 @@
+"""The engine: decides which patches apply here, waits for their targets, applies and reverts them.
+
+Kept cheap on the ``apply()`` path: ``wrapping`` (which needs ``inspect``) and ``logging`` are
+imported only once a target module is imported, i.e. when trl or swift has already paid for them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from grpo_compat import import_hooks
+from grpo_compat.errors import PatchFailedError, UnknownPatchError
+from grpo_compat.registry import Patch, registered_patches
+from grpo_compat.report import PatchReport, Report, Status
+from grpo_compat.versions import installed_versions, window_problem
+
+DISABLE_ENV = "GRPO_COMPAT_DISABLE"
+# Statuses that mean "this install is not what the patch was written for"; strict=True refuses them.
+STRICT_FAILURES = frozenset({Status.FAILED, Status.TARGET_MISSING, Status.OUTSIDE_WINDOW})
+
+
+def is_main_process() -> bool:
+    """Rank 0 of torchrun / accelerate / deepspeed launches, or a plain single process."""
+    return all(os.environ.get(name, "0") == "0" for name in ("RANK", "LOCAL_RANK"))
+
+
+LOG_LEVEL_ENV = "GRPO_COMPAT_LOG_LEVEL"
+
+
+def _log(level: str, message: str, *args: object) -> None:
+    if is_main_process():
+        import logging
+
+        logger = logging.getLogger("grpo_compat")
+        if not logger.handlers:
+            # As transformers does for its own logger: visible by default, not duplicated through root.
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("[grpo_compat] %(levelname)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
+            logger.propagate = False
+        getattr(logger, level)(message, *args)
+
+
+class _PatchState:
+    def __init__(self, patch: Patch, status: Status, reason: str) -> None:
+        self.patch, self.status, self.reason = patch, status, reason
+        self.waiting_for: set[str] = set()
+        self.wrapped: list[str] = []
+        self.replacements: list[Any] = []  # wrapping.Replacement, in the order they were made
+
+    def to_report(self) -> PatchReport:
+        patch = self.patch
+        return PatchReport(
+            patch.id,
+            patch.distribution,
+            list(patch.requires),
+            self.status,
+            self.reason,
+            patch.summary,
+            [str(t) for t in patch.targets],
+        )
+
+
+class Engine:
+    def __init__(self, patches: Iterable[Patch] | None = None) -> None:
+        self._given_patches = list(patches) if patches is not None else None
+        self._states: list[_PatchState] = []
+        self._applied_order: list[_PatchState] = []
+        self._active = False
+        self._strict = False
+        self._report_logged = False
+        self._hooks = import_hooks.PostImportFinder()
+
+    @property
+    def patches(self) -> list[Patch]:
+        return self._given_patches if self._given_patches is not None else registered_patches()
+
+    # -- public API -------------------------------------------------------------------------------
+
+    def apply(
+        self, strict: bool = False, only: Iterable[str] | None = None, skip: Iterable[str] | None = None
+    ) -> Report:
+        if self._active:
+            _log("info", "grpo_compat.apply() was already called; nothing changed (revert() first to re-select)")
+            return self.report()
+        self._states = [self._initial_state(patch, only, skip) for patch in self.patches]
+        self._active, self._strict = True, strict
+        for state in self._states:
+            if state.status is Status.PENDING:
+                self._wait_for_targets(state)
+        if strict:
+            _raise_on_strict_failures(self._states)
+        return self.report()
+
+    def revert(self) -> Report:
+        self._hooks.clear()
+        for state in reversed(self._applied_order):
+            for replacement in reversed(state.replacements):
+                if not replacement.restore():
+                    _log(
+                        "warning",
+                        "%s.%s was replaced by other code after patch %s; left as it is",
+                        getattr(replacement.owner, "__name__", replacement.owner),
+                        replacement.name,
+                        state.patch.id,
+                    )
+        self._applied_order.clear()
+        self._states.clear()
+        self._active = self._report_logged = False
+        return self.report()
+
+    def report(self) -> Report:
+        if self._active:
+            patches = [state.to_report() for state in self._states]
+        else:
+            patches = [
+                _PatchState(p, Status.INACTIVE, "grpo_compat.apply() has not been called").to_report()
+                for p in self.patches
+            ]
+        return Report(self._active, installed_versions(), patches)
+
+    def plan(self, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> Report:
+        """What apply() would do in this install, without importing or patching anything."""
+        states = [self._initial_state(patch, only, skip) for patch in self.patches]
+        for state in states:
+            if state.status is Status.PENDING:
+                state.reason = "applies when " + " and ".join(state.patch.modules) + " is imported"
+        return Report(self._active, installed_versions(), [state.to_report() for state in states])
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _initial_state(self, patch: Patch, only: Iterable[str] | None, skip: Iterable[str] | None) -> _PatchState:
+        """Pending, or why the patch will not be applied at all (selection, versions, missing module)."""
+        known = [p.id for p in self.patches]
+        if patch.id in _ids_from_env(known):
+            return _PatchState(patch, Status.DISABLED, f"switched off by {DISABLE_ENV}")
+        if only is not None and patch.id not in _checked_ids(only, known, "only"):
+            return _PatchState(patch, Status.DISABLED, "not selected by only=")
+        if skip is not None and patch.id in _checked_ids(skip, known, "skip"):
+            return _PatchState(patch, Status.DISABLED, "skipped by skip=")
+        problem = window_problem(patch.requires)
+        if problem is not None:
+            kind, reason = problem
+            return _PatchState(
+                patch, Status.NOT_INSTALLED if kind == "not installed" else Status.OUTSIDE_WINDOW, reason
+            )
+        absent = [t for t in patch.targets if not t.optional and not import_hooks.module_exists(t.module)]
+        if absent:
+            return _PatchState(patch, Status.TARGET_MISSING, f"module {absent[0].module} not found")
+        return _PatchState(patch, Status.PENDING, "waiting for " + ", ".join(patch.modules) + " to be imported")
+
+    def _wait_for_targets(self, state: _PatchState) -> None:
+        modules = [m for m in state.patch.modules if import_hooks.module_exists(m)]
+        state.waiting_for = set(modules)
+        if not modules:
+            self._settle(state)
+        for module_name in modules:
+            self._hooks.watch(module_name, lambda module, s=state: self._on_import(s, module))
+
+    def _on_import(self, state: _PatchState, module: ModuleType) -> None:
+        if not self._active or state.status is not Status.PENDING:
+            return
+        try:
+            self._apply_targets_in(state, module)
+        except Exception as error:  # noqa: BLE001 - a broken patch must never break the user's import
+            self._give_up(state, Status.FAILED, f"{type(error).__name__}: {error}")
+        self._log_report_once()
+        if self._strict:
+            _raise_on_strict_failures([state])
+
+    def _apply_targets_in(self, state: _PatchState, module: ModuleType) -> None:
+        from grpo_compat import wrapping
+
+        patch = state.patch
+        resolved = []
+        for target in (t for t in patch.targets if t.module == module.__name__):
+            try:
+                owner, name, raw = wrapping.resolve(module, target)
+            except wrapping.TargetNotFound as missing:
+                if target.optional:
+                    continue
+                return self._give_up(state, Status.TARGET_MISSING, str(missing))
+            absent = wrapping.missing_parameters(wrapping.underlying_function(raw), patch.expects)
+            if absent:
+                return self._give_up(state, Status.TARGET_MISSING, f"signature of {target} changed: no {absent}")
+            resolved.append((target, owner, name, raw))
+        if patch.detect is not None and module.__name__ == patch.targets[0].module:
+            not_needed = patch.detect(module)
+            if not_needed:
+                return self._give_up(state, Status.NOT_NEEDED, not_needed)
+        for target, owner, name, raw in resolved:
+            if not wrapping.is_wrapped_by(raw, patch.id):  # another Engine may have wrapped it already
+                state.replacements += wrapping.wrap(owner, name, raw, patch)
+                state.wrapped.append(f"{target.module}:{target.qualname}")
+        if state.replacements and state not in self._applied_order:
+            self._applied_order.append(state)
+        state.waiting_for.discard(module.__name__)
+        self._settle(state)
+
+    def _settle(self, state: _PatchState) -> None:
+        """Once every target module has been seen: applied, or nothing to wrap in this version."""
+        if state.waiting_for or state.status is not Status.PENDING:
+            return
+        if state.wrapped:
+            state.status, state.reason = Status.APPLIED, "wrapped " + ", ".join(state.wrapped)
+            _log("info", "applied %s (%s)", state.patch.id, state.patch.summary)
+        else:
+            self._give_up(state, Status.TARGET_MISSING, "none of its targets exist in this version")
+
+    def _give_up(self, state: _PatchState, status: Status, reason: str) -> None:
+        for replacement in reversed(state.replacements):
+            replacement.restore()
+        state.replacements.clear()
+        state.wrapped.clear()
+        state.status, state.reason = status, reason
+        if state in self._applied_order:
+            self._applied_order.remove(state)
+        _log(
+            "warning" if status in STRICT_FAILURES else "info",
+            "%s %s: %s",
+            state.patch.id,
+            status.value,
+            reason,
+        )
+
+    def _log_report_once(self) -> None:
+        # Logged when the first target module loads rather than in apply(): by then the statuses
+        # are real, and logging has been imported by upstream anyway.
+        if not self._report_logged:
+            self._report_logged = True
+            _log("info", "%s", self.report())
+
+
+def _checked_ids(ids: Iterable[str], known: list[str], source: str) -> set[str]:
+    wanted = {ids} if isinstance(ids, str) else set(ids)
+    unknown = sorted(str(i) for i in wanted - set(known))
+    if unknown:
+        raise UnknownPatchError(f"unknown patch id(s) in {source}: {', '.join(unknown)}. Valid ids: {', '.join(known)}")
+    return wanted
+
+
+def _ids_from_env(known: list[str]) -> set[str]:
+    value = os.environ.get(DISABLE_ENV, "").strip()
+    if value.lower() == "all":
+        return set(known)
+    return _checked_ids([part.strip() for part in value.split(",") if part.strip()], known, DISABLE_ENV)
+
+
+def _raise_on_strict_failures(states: Iterable[_PatchState]) -> None:
+    failed = [s for s in states if s.status in STRICT_FAILURES]
+    if failed:
+        raise PatchFailedError(
+            "grpo_compat.apply(strict=True): " + "; ".join(f"{s.patch.id} {s.status.value}: {s.reason}" for s in failed)
+        )

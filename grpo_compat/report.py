@@ -1,0 +1,77 @@
+"""What grpo_compat did in this process: per patch status and reason, plus the upstream versions."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Status(str, enum.Enum):
+    APPLIED = "applied"
+    PENDING = "pending"  # in its window, waiting for its module to be imported
+    NOT_NEEDED = "not needed"
+    OUTSIDE_WINDOW = "outside version window"
+    NOT_INSTALLED = "not installed"
+    TARGET_MISSING = "target missing"
+    DISABLED = "disabled"
+    FAILED = "failed"
+    INACTIVE = "inactive"  # apply() has not been called
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class PatchReport:
+    __slots__ = ("distribution", "id", "reason", "requires", "status", "summary", "targets")
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002 - the patch id, as everywhere else
+        distribution: str,
+        requires: list[str],
+        status: Status,
+        reason: str,
+        summary: str,
+        targets: list[str],
+    ) -> None:
+        self.id, self.distribution, self.requires = id, distribution, requires
+        self.status, self.reason, self.summary, self.targets = status, reason, summary, targets
+
+    def to_dict(self) -> dict:
+        return {
+            name: getattr(self, name) if name != "status" else self.status.value
+            for name in ("id", "distribution", "requires", "status", "reason", "summary", "targets")
+        }
+
+
+class Report:
+    """Returned by ``apply()``, ``revert()`` and ``report()``; ``str()`` gives the table, ``to_dict()`` JSON."""
+
+    def __init__(self, active: bool, versions: dict[str, str | None], patches: list[PatchReport]) -> None:
+        self.active, self.versions, self.patches = active, versions, patches
+
+    def status_of(self, patch_id: str) -> Status:
+        return self[patch_id].status
+
+    def __getitem__(self, patch_id: str) -> PatchReport:
+        for patch in self.patches:
+            if patch.id == patch_id:
+                return patch
+        raise KeyError(f"no patch {patch_id!r}; patches: {', '.join(p.id for p in self.patches)}")
+
+    def to_dict(self) -> dict:
+        return {"active": self.active, "versions": dict(self.versions), "patches": [p.to_dict() for p in self.patches]}
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        versions = ", ".join(f"{name} {version}" for name, version in self.versions.items() if version)
+        lines = [f"grpo_compat report ({'active' if self.active else 'not applied'}): {versions}"]
+        width = max((len(p.id) for p in self.patches), default=0)
+        for patch in self.patches:
+            lines.append(f"  {patch.id:<{width}}  {patch.status.value:<22}  {patch.reason}")
+        return "\n".join(lines)
+
+    __repr__ = __str__

@@ -1,0 +1,1 @@
+"""Test helpers for grpo_compat (offline tiny models)."""

@@ -1,0 +1,183 @@
+"""A tiny Qwen2 causal LM and BPE tokenizer, built offline, for smoke tests.
+
+Nothing here touches the Hugging Face Hub: the tokenizer is trained locally on
+generated sentences and the weights are drawn from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+MARKER = ".grpo_compat_tiny_qwen2.json"
+# Bump when the recipe changes so stale cached directories get rebuilt.
+RECIPE_VERSION = 1
+REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+# Splits letters, single digits, punctuation and whitespace runs, as Qwen2 does.
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+_WORDS = (
+    "the a one two three cat dog bird model reward token answer question number sum "
+    "is are was be add subtract multiply equals because so then first next last small "
+    "large red blue green fast slow think solve step result check true false yes no "
+    "user assistant system please write short long story about day night sun moon"
+).split()
+
+
+def _corpus(seed: int, n: int = 400) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        words = rng.choices(_WORDS, k=rng.randint(4, 14))
+        # Digits and punctuation so arithmetic-style prompts tokenize sensibly.
+        words.insert(rng.randrange(len(words)), str(rng.randint(0, 999)))
+        lines.append(" ".join(words).capitalize() + rng.choice(".?!"))
+    return lines
+
+
+def _is_built(directory: Path, seed: int) -> bool:
+    try:
+        marker = json.loads((directory / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        marker.get("seed") == seed
+        and marker.get("recipe") == RECIPE_VERSION
+        and all((directory / name).is_file() for name in REQUIRED_FILES)
+    )
+
+
+def _write_tokenizer(out: Path, seed: int) -> dict[str, int]:
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    # Qwen2's own normalizer and pre-tokenizer: transformers 5 loads this directory
+    # as Qwen2Tokenizer, which imposes them; matching them here keeps token ids
+    # identical under 4.x (PreTrainedTokenizerFast) and 5.x.
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    tok.save(str(out / "tokenizer.json"))
+    # Written by hand, not by save_pretrained: transformers 5 would record
+    # "TokenizersBackend", which 4.x cannot load, and a chat_template.jinja
+    # file that older versions ignore.
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        # A real Qwen2 tokenizer emits no token_type_ids; some trl/transformers
+        # pairs pass them to generate() and fail.
+        "model_input_names": ["input_ids", "attention_mask"],
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "chat_template": CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 512,
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    special = {k: config[k] for k in ("eos_token", "pad_token")}
+    (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    ids["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
+    return ids
+
+
+def _write_model(out: Path, seed: int, ids: dict[str, int]) -> None:
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=ids["vocab_size"],
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        # 4.x defaults sliding_window to 4096 and warns under sdpa; unused anyway.
+        use_sliding_window=False,
+        sliding_window=None,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    # fork_rng: the constructor's own init consumes the global RNG; the caller's
+    # RNG state must not depend on whether the model was cached.
+    with torch.random.fork_rng(devices=[]):
+        model = Qwen2ForCausalLM(config).to(torch.float32)
+    # Own init from a local generator, by sorted name, so the weights depend only
+    # on the seed and not on the transformers version's init scheme.
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters()):
+            if name.endswith("norm.weight"):
+                param.fill_(1.0)
+            elif name.endswith(".bias"):
+                param.zero_()
+            else:
+                param.normal_(0.0, 0.02, generator=gen)
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    model.save_pretrained(str(out))
+
+
+def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0) -> Path:
+    """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``.
+
+    Deterministic in ``seed``. Safe when several processes (ranks) build the same
+    directory at once: each file is moved into place atomically with identical
+    content, and the marker that makes the directory count as built comes last.
+    """
+    directory = Path(directory).resolve()
+    if _is_built(directory, seed):
+        return directory
+    if (directory / "config.json").exists() and not (directory / MARKER).exists():
+        # Never overwrite a model this function did not make.
+        raise FileExistsError(f"{directory} holds a model not built by build_tiny_qwen2")
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    try:
+        ids = _write_tokenizer(staging, seed)
+        _write_model(staging, seed, ids)
+        for item in sorted(staging.iterdir()):
+            item.chmod(0o644)  # transformers 5 saves weights as 0600
+            os.replace(item, directory / item.name)
+        marker = {"seed": seed, "recipe": RECIPE_VERSION, "vocab_size": ids["vocab_size"]}
+        tmp_marker = staging / MARKER
+        tmp_marker.write_text(json.dumps(marker))
+        os.replace(tmp_marker, directory / MARKER)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory

@@ -1,0 +1,144 @@
+"""Installed versions of the upstream stack, read from package metadata without importing anything.
+
+``apply()`` must stay cheap (no torch, no trl, and not even ``importlib.metadata`` or
+``packaging.specifiers``, which cost tens of milliseconds): versions come from the names of the
+``*.dist-info`` folders on ``sys.path``, and ``packaging`` is imported only when a version window is
+actually evaluated, which happens once the upstream library (which imports packaging anyway) loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+
+# The distributions whose drift breaks GRPO runs; report() and doctor always show these.
+TRACKED_DISTRIBUTIONS = ("torch", "transformers", "trl", "ms-swift", "accelerate", "deepspeed", "peft")
+
+# Import names that differ from their distribution name.
+DISTRIBUTION_OF_MODULE = {"swift": "ms-swift"}
+
+_METADATA_FOLDER = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[\d.]+)?\.(?:dist|egg)-info$")
+_VERSION_LINE = re.compile(r"^Version:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@functools.lru_cache(maxsize=1)
+def _metadata_folders() -> dict[str, str]:
+    """Normalized distribution name -> version, first hit on sys.path wins (as importlib.metadata)."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in names:
+            match = _METADATA_FOLDER.match(folder)
+            if match:
+                found.setdefault(_normalize(match["name"]), match["version"])
+            elif folder.endswith(".egg-info"):  # "name.egg-info" from an old develop install
+                version = _version_from_pkg_info(os.path.join(entry or ".", folder))
+                if version:
+                    found.setdefault(_normalize(folder[: -len(".egg-info")]), version)
+    return found
+
+
+def _version_from_pkg_info(folder: str) -> str | None:
+    try:
+        with open(os.path.join(folder, "PKG-INFO"), encoding="utf-8") as handle:
+            match = _VERSION_LINE.search(handle.read(4096))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def installed_version(distribution: str) -> str | None:
+    return _metadata_folders().get(_normalize(distribution))
+
+
+def installed_versions() -> dict[str, str | None]:
+    return {name: installed_version(name) for name in TRACKED_DISTRIBUTIONS}
+
+
+def forget_installed_versions() -> None:
+    """Re-read sys.path on the next lookup (after installing or uninstalling in-process)."""
+    _metadata_folders.cache_clear()
+
+
+def distribution_of(module: str) -> str:
+    top = module.split(".", 1)[0]
+    return DISTRIBUTION_OF_MODULE.get(top, top)
+
+
+_CLAUSE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*([0-9][\w.+!-]*?)(\.\*)?\s*$")
+_WINDOW = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
+
+
+def parse_window(text: str) -> tuple[str, list[tuple[str, str, bool]]]:
+    """``"trl>=0.15,<1.0"`` -> ``("trl", [(">=", "0.15", False), ("<", "1.0", False)])``.
+
+    A deliberately small subset of PEP 508 (comparison clauses and ``==X.*``): enough for version
+    windows, and parsed here because ``packaging.requirements`` alone costs more than the whole
+    import-time budget of ``apply()``.
+    """
+    match = _WINDOW.match(text)
+    clauses = []
+    for part in filter(None, (p.strip() for p in (match.group(2) if match else "").split(","))):
+        clause = _CLAUSE.match(part)
+        if clause is None:
+            break
+        clauses.append((clause.group(1), clause.group(2), bool(clause.group(3))))
+    else:
+        if match:
+            return match.group(1), clauses
+    raise ValueError(f"invalid version window {text!r}: expected e.g. 'trl>=0.15,<1.0'")
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version: ``"2.13.0+cpu"`` -> ``(2, 13, 0)``, ``"0.20.0.dev0"`` -> ``(0, 20, 0)``.
+
+    Pre-, dev- and local versions count as the release they belong to, which is what a version
+    window means here ("the code of 0.20"); ``packaging.version`` would cost ~10 ms of apply().
+    """
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
+    if match is None:
+        raise ValueError(f"{version!r} is not a version")
+    numbers = [int(n) for n in match.group(1).split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()  # 1.0 == 1.0.0
+    return tuple(numbers)
+
+
+def _satisfies(version: str, operator: str, bound: str, wildcard: bool) -> bool:
+    installed, limit = release(version), release(bound)
+    if wildcard:
+        prefix = tuple(int(n) for n in bound.split("."))
+        same = (installed + (0,) * len(prefix))[: len(prefix)] == prefix
+        return same if operator == "==" else not same
+    return {
+        "==": installed == limit, "!=": installed != limit, "<": installed < limit,
+        "<=": installed <= limit, ">": installed > limit, ">=": installed >= limit,
+    }[operator]
+
+
+def window_problem(requirements: tuple[str, ...]) -> tuple[str, str] | None:
+    """Why the installed versions fall outside ``requirements``, or None when they are inside.
+
+    Returns ``(kind, reason)`` where kind is ``"not installed"`` or ``"outside version window"``.
+    """
+    for text in requirements:
+        name, clauses = parse_window(text)
+        version = installed_version(name)
+        if version is None:
+            return "not installed", f"{name} is not installed"
+        try:
+            inside = all(_satisfies(version, *clause) for clause in clauses)
+        except ValueError:
+            return "outside version window", f"{name} {version} is not a valid version"
+        if not inside:
+            return "outside version window", f"{name} {version} is outside {text.replace(' ', '')}"
+    return None

@@ -1,0 +1,109 @@
+"""Reversible wrapping of one attribute: a method on a class or a function in a module.
+
+The wrapper keeps ``__wrapped__`` (as ``functools.wraps`` does) and the exact original object is
+kept for :func:`restore`, so a revert puts back the very same object, not an equal copy.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from grpo_compat.registry import Patch, Target
+
+MISSING: Any = object()
+PATCH_ID_ATTRIBUTE = "__grpo_compat_patch__"
+
+
+class TargetNotFound(LookupError):
+    pass
+
+
+@dataclass
+class Replacement:
+    """What was swapped where, so it can be swapped back."""
+
+    owner: Any
+    name: str
+    original: Any  # the object in owner.__dict__ before, or MISSING when it was inherited
+    replacement: Any
+
+    def restore(self) -> bool:
+        """Put the original back; False when someone replaced our wrapper in the meantime."""
+        if _own_attribute(self.owner, self.name) is not self.replacement:
+            return False
+        if self.original is MISSING:
+            delattr(self.owner, self.name)
+        else:
+            setattr(self.owner, self.name, self.original)
+        return True
+
+
+def _own_attribute(owner: Any, name: str) -> Any:
+    return vars(owner).get(name, MISSING)
+
+
+def resolve(module: ModuleType, target: Target) -> tuple[Any, str, Any]:
+    """Return ``(owner, attribute name, raw attribute)`` for a target; raw is the descriptor for classes."""
+    *path, name = target.qualname.split(".")
+    owner: Any = module
+    for part in path:
+        owner = getattr(owner, part, MISSING)
+        if owner is MISSING:
+            raise TargetNotFound(f"{target.module} has no {'.'.join(path)}")
+    try:
+        raw = inspect.getattr_static(owner, name)
+    except AttributeError:
+        raise TargetNotFound(f"{target.module}:{target.qualname} does not exist") from None
+    return owner, name, raw
+
+
+def underlying_function(raw: Any) -> Any:
+    return raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+
+
+def missing_parameters(function: Any, expected: tuple[str, ...]) -> list[str]:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return list(expected)
+    return [name for name in expected if name not in parameters]
+
+
+def is_wrapped_by(raw: Any, patch_id: str) -> bool:
+    return getattr(underlying_function(raw), PATCH_ID_ATTRIBUTE, None) == patch_id
+
+
+def wrap(owner: Any, name: str, raw: Any, patch: Patch) -> list[Replacement]:
+    """Wrap ``owner.name`` with ``patch.wrapper``; also rebind by-name imports of a module function."""
+    function = underlying_function(raw)
+
+    @functools.wraps(function)
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        return patch.wrapper(function, *args, **kwargs)
+
+    setattr(patched, PATCH_ID_ATTRIBUTE, patch.id)
+    new = type(raw)(patched) if isinstance(raw, staticmethod | classmethod) else patched
+    done = [Replacement(owner, name, _own_attribute(owner, name), new)]
+    setattr(owner, name, new)
+    if isinstance(owner, ModuleType):
+        done += _rebind_imported_copies(owner, function, new, patch)
+    return done
+
+
+def _rebind_imported_copies(home: ModuleType, original: Any, new: Any, patch: Patch) -> list[Replacement]:
+    """``from .utils import f`` leaves a second reference to f in the importing module: patch it too."""
+    prefixes = {home.__name__.split(".")[0], *patch.rebind_in}
+    done = []
+    for module_name, module in list(sys.modules.items()):
+        if module is home or module is None or module_name.split(".")[0] not in prefixes:
+            continue
+        for attribute, value in list(vars(module).items()):
+            if value is original:
+                done.append(Replacement(module, attribute, value, new))
+                setattr(module, attribute, new)
+    return done

@@ -1,0 +1,1 @@
+"""The version matrix: cell definitions, their environments and the GRPO smoke runs."""

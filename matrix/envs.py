@@ -1,0 +1,158 @@
+"""Build (and reuse) one virtual environment per matrix cell with uv.
+
+An env lives in ``.matrix/envs/<cell>-<hash>``; the hash covers the cell's pins and this file's
+install recipe, so changing a pin builds a new env and an unchanged cell reuses its env. The
+project itself is installed editable, so code changes never need a rebuild.
+
+    python matrix/envs.py ensure trl-0.16          # prints the env's python
+    python matrix/envs.py ensure trl-1.16 --path .venv --extras dev
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+CELLS_FILE = REPO / "matrix" / "cells.toml"
+ENVS_DIR = REPO / ".matrix" / "envs"
+PINNED = ("torch", "trl", "transformers", "accelerate", "deepspeed", "peft", "ms-swift")
+# Needed by every smoke run, resolved within the cell's exclude_newer date.
+ALWAYS = ("datasets", "tokenizers")
+RECIPE_VERSION = 1  # bump when the install steps below change
+
+
+class EnvBuildError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    pins: dict[str, str]
+    device: str = "cpu"
+    exclude_newer: str | None = None
+    description: str = ""
+    extra: tuple[str, ...] = field(default=())
+
+    def requirements(self) -> list[str]:
+        return [f"{name}=={version}" for name, version in self.pins.items()] + list(ALWAYS) + list(self.extra)
+
+    def fingerprint(self) -> str:
+        text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def load_cells(path: Path = CELLS_FILE) -> tuple[dict[str, Cell], str]:
+    """All cells by name, and the name of the default (development) cell."""
+    data = tomllib.loads(path.read_text())
+    cells = {}
+    for name, table in data.get("cells", {}).items():
+        pins = {key: str(table[key]) for key in PINNED if key in table}
+        if "torch" not in pins:
+            raise ValueError(f"cell {name!r} in {path} pins no torch (an unpinned torch pulls CUDA wheels)")
+        cells[name] = Cell(
+            name=name,
+            pins=pins,
+            device=table.get("device", "cpu"),
+            exclude_newer=table.get("exclude_newer"),
+            description=table.get("description", ""),
+            extra=tuple(table.get("extra", ())),
+        )
+    default = data.get("default_cell", "")
+    if default not in cells:
+        raise ValueError(f"default_cell {default!r} in {path} is not a cell")
+    return cells, default
+
+
+def pip_find_links() -> list[str]:
+    """The find-links of pip's configuration (uv does not read it; the CPU torch wheel is there)."""
+    try:
+        listing = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    links: list[str] = []
+    for match in re.finditer(r"find-links='([^']*)'", listing):
+        links += [link for link in match.group(1).split() if link not in links]
+    return links
+
+
+def uv_command() -> list[str]:
+    found = shutil.which("uv")
+    if found:
+        return [found]
+    raise EnvBuildError("uv is not installed: run `python3 -m pip install uv` (matrix/setup.sh does)")
+
+
+def _run(command: list[str], log: Path) -> None:
+    with log.open("a") as out:
+        out.write("$ " + " ".join(command) + "\n")
+        out.flush()
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
+        raise EnvBuildError(f"{' '.join(command[:4])} ... failed (exit {result.returncode}):\n{tail}")
+
+
+def ensure_env(cell: Cell, path: Path | None = None, extras: str = "") -> Path:
+    """The python of the cell's env, building it when missing or half-built."""
+    env = path or ENVS_DIR / f"{cell.name}-{cell.fingerprint()}"
+    python = env / "bin" / "python"
+    marker = env / ".grpo-compat-env"
+    wanted = f"{cell.fingerprint()} {extras}"
+    env.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{env}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and marker.read_text() == wanted and python.exists():
+            return python
+        shutil.rmtree(env, ignore_errors=True)
+        log = Path(f"{env}.log")
+        log.write_text("")
+        uv = uv_command()
+        links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+        dated = ["--exclude-newer", cell.exclude_newer] if cell.exclude_newer else []
+        _run([*uv, "venv", "--quiet", "--python", sys.executable, str(env)], log)
+        _run([*uv, "pip", "install", "--python", str(python), *links, *dated, *cell.requirements()], log)
+        project = f"{REPO}[{extras}]" if extras else str(REPO)
+        _run([*uv, "pip", "install", "--python", str(python), *links, "--editable", project], log)
+        marker.write_text(wanted)
+    return python
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    ensure = sub.add_parser("ensure", help="build the cell's env if needed and print its python")
+    ensure.add_argument("cell", nargs="?", help="cell name (default: the default cell)")
+    ensure.add_argument("--path", type=Path, help="where to put the env instead of .matrix/envs")
+    ensure.add_argument("--extras", default="", help="extras of grpo-compat to install, e.g. dev")
+    args = parser.parse_args(argv)
+    cells, default = load_cells()
+    name = args.cell or default
+    if name not in cells:
+        parser.error(f"unknown cell {name!r}; cells: {', '.join(cells)}")
+    try:
+        print(ensure_env(cells[name], args.path, args.extras))
+    except EnvBuildError as error:
+        print(f"error: cell {name}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
