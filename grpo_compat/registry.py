@@ -112,7 +112,14 @@ def patch(
 
 def registered_patches() -> list[Patch]:
     """Every shipped patch, sorted by id. Imports the patch modules, never their targets."""
-    import grpo_compat.patches as package
+    try:
+        import grpo_compat.patches as package
+    except ModuleNotFoundError:
+        # patches/ becomes grpo_compat.patches only through the install's package-dir mapping.
+        raise ModuleNotFoundError(
+            "grpo_compat.patches is missing: grpo_compat is imported from a source tree that is not installed. "
+            "Install it: pip install -e <path of the grpo_compat checkout>"
+        ) from None
 
     for name in _module_names(package.__path__, package.__name__):
         importlib.import_module(name)

@@ -120,8 +120,12 @@ def _satisfies(version: str, operator: str, bound: str, wildcard: bool) -> bool:
         same = (installed + (0,) * len(prefix))[: len(prefix)] == prefix
         return same if operator == "==" else not same
     return {
-        "==": installed == limit, "!=": installed != limit, "<": installed < limit,
-        "<=": installed <= limit, ">": installed > limit, ">=": installed >= limit,
+        "==": installed == limit,
+        "!=": installed != limit,
+        "<": installed < limit,
+        "<=": installed <= limit,
+        ">": installed > limit,
+        ">=": installed >= limit,
     }[operator]
 
 

@@ -1,0 +1,146 @@
+"""``grpo-compat doctor``: versions, which patches would apply and why, known environment problems.
+
+Imports no upstream library: everything is read from package metadata and the file system.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from grpo_compat.versions import TRACKED_DISTRIBUTIONS, installed_version, release
+
+ERROR, WARNING = "error", "warning"
+
+
+class Problem:
+    __slots__ = ("fix", "message", "severity")
+
+    def __init__(self, severity: str, message: str, fix: str) -> None:
+        self.severity, self.message, self.fix = severity, message, fix
+
+    def to_dict(self) -> dict[str, str]:
+        return {"severity": self.severity, "message": self.message, "fix": self.fix}
+
+
+def find_problems(versions: dict[str, str | None], gpu_present: bool | None = None) -> list[Problem]:
+    """Known environment problems for the given installed versions (a pure function of its inputs)."""
+    problems: list[Problem] = []
+    swift = versions.get("ms-swift")
+    if swift and release(swift) >= (3, 10) and not versions.get("msgspec"):
+        problems.append(
+            Problem(
+                ERROR,
+                f"ms-swift {swift} imports msgspec without declaring it as a dependency: `swift rlhf` fails at import",
+                "pip install msgspec",
+            )
+        )
+    torch = versions.get("torch")
+    gpu = _gpu_present() if gpu_present is None else gpu_present
+    if torch and _is_cuda_build(torch, versions) and not gpu:
+        problems.append(
+            Problem(
+                WARNING,
+                f"torch {torch} is a CUDA build but this machine has no NVIDIA GPU (GBs of CUDA libraries for nothing)",
+                f"install the CPU build: pip install torch=={torch} --index-url https://download.pytorch.org/whl/cpu",
+            )
+        )
+    return problems
+
+
+def _is_cuda_build(torch: str, versions: dict[str, str | None]) -> bool:
+    local = torch.partition("+")[2]
+    if local:
+        return local.startswith("cu")
+    # Linux wheels from PyPI carry no local tag; their CUDA runtime arrives as nvidia-* packages.
+    return bool(versions.get("nvidia-cuda-runtime-cu12") or versions.get("nvidia-cuda-runtime"))
+
+
+def _gpu_present() -> bool:
+    return os.path.exists("/dev/nvidia0") or bool(_listdir("/proc/driver/nvidia/gpus"))
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def requirement_conflicts(distributions: tuple[str, ...] = TRACKED_DISTRIBUTIONS) -> list[Problem]:
+    """Declared requirements of the upstream stack that the installed versions break (pip check, scoped)."""
+    environment = {**default_environment(), "extra": ""}
+    problems = []
+    for name in distributions:
+        if installed_version(name) is None:
+            continue
+        for text in importlib.metadata.requires(name) or []:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is not None and not requirement.marker.evaluate(environment):
+                continue
+            have = installed_version(requirement.name)
+            if have is None:
+                problems.append(
+                    Problem(
+                        ERROR, f"{name} requires {requirement}, which is not installed", f"pip install '{requirement}'"
+                    )
+                )
+            elif not _contains(requirement, have):
+                problems.append(
+                    Problem(
+                        ERROR,
+                        f"{name} {installed_version(name)} requires {requirement}, "
+                        f"but {requirement.name} {have} is installed",
+                        f"pip install '{requirement}'",
+                    )
+                )
+    return problems
+
+
+def _contains(requirement: Requirement, version: str) -> bool:
+    try:
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return True  # a version pip cannot read is not ours to judge
+
+
+def environment_versions() -> dict[str, str | None]:
+    extra = ("msgspec", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+    return {name: installed_version(name) for name in (*TRACKED_DISTRIBUTIONS, *extra)}
+
+
+def diagnose() -> dict:
+    """Everything ``grpo-compat doctor`` shows, as one JSON-serialisable dict."""
+    from grpo_compat.engine import Engine
+
+    versions = environment_versions()
+    plan = Engine().plan()
+    problems = find_problems(versions) + requirement_conflicts()
+    return {
+        "ok": not any(p.severity == ERROR for p in problems),
+        "versions": {name: versions[name] for name in TRACKED_DISTRIBUTIONS},
+        "patches": [patch.to_dict() for patch in plan.patches],
+        "problems": [problem.to_dict() for problem in problems],
+    }
+
+
+def format_diagnosis(diagnosis: dict) -> str:
+    lines = ["Installed versions:"]
+    lines += [f"  {name:<13} {version or '-'}" for name, version in diagnosis["versions"].items()]
+    lines.append("Patches (what grpo_compat.apply() would do here):")
+    width = max((len(p["id"]) for p in diagnosis["patches"]), default=0)
+    for patch in diagnosis["patches"]:
+        lines.append(f"  {patch['id']:<{width}}  {patch['status']:<22}  {patch['reason']}")
+        lines.append(f"  {'':<{width}}  window: {', '.join(patch['requires'])}")
+    lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
+    for problem in diagnosis["problems"]:
+        lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
+    return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)
