@@ -47,7 +47,7 @@ def find_problems(versions: dict[str, str | None], gpu_present: bool | None = No
             Problem(
                 WARNING,
                 f"torch {torch} is a CUDA build but this machine has no NVIDIA GPU (GBs of CUDA libraries for nothing)",
-                f"install the CPU build: pip install torch=={torch} --index-url https://download.pytorch.org/whl/cpu",
+                f"install the CPU build: pip install torch=={torch.partition('+')[0]} --index-url https://download.pytorch.org/whl/cpu",
             )
         )
     return problems

@@ -193,7 +193,9 @@ class Engine:
             if not_needed:
                 return self._give_up(state, Status.NOT_NEEDED, not_needed)
         for target, owner, name, raw in resolved:
-            if not wrapping.is_wrapped_by(raw, patch.id):  # another Engine may have wrapped it already
+            if wrapping.is_wrapped_by(raw, patch.id):  # by another Engine, which also owns its revert
+                state.wrapped.append(f"{target.module}:{target.qualname} (already wrapped)")
+            else:
                 state.replacements += wrapping.wrap(owner, name, raw, patch)
                 state.wrapped.append(f"{target.module}:{target.qualname}")
         if state.replacements and state not in self._applied_order:

@@ -1,0 +1,52 @@
+"""Shared test helpers: a throwaway upstream package for engine mechanics, and subprocess runners."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+_counter = itertools.count()
+
+
+@pytest.fixture
+def upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Write a small, uniquely named package to disk and put it on sys.path.
+
+    The engine's mechanics (hooks, wrapping, revert) are tested on this package; the shipped
+    patches are tested against the real upstream libraries.
+    """
+    name = f"fake_upstream_{next(_counter)}"
+    package = tmp_path / name
+    package.mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(module: str, source: str) -> str:
+        (package / f"{module}.py").write_text(textwrap.dedent(source))
+        return f"{name}.{module}"
+
+    (package / "__init__.py").write_text("")
+    write.package = name  # type: ignore[attr-defined]
+    yield write
+    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[module]
+
+
+def run_python(
+    code: str, env: dict[str, str] | None = None, python: str = sys.executable
+) -> subprocess.CompletedProcess:
+    """Run code in a fresh interpreter (import state is per process)."""
+    return subprocess.run(
+        [python, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )

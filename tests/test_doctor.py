@@ -1,0 +1,44 @@
+"""grpo-compat doctor: known environment problems and the command's output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from grpo_compat.doctor import ERROR, WARNING, find_problems
+
+
+def test_ms_swift_from_3_10_without_msgspec_is_broken():
+    problems = find_problems({"ms-swift": "3.12.6", "msgspec": None}, gpu_present=False)
+    assert [(p.severity, p.fix) for p in problems] == [(ERROR, "pip install msgspec")]
+    assert find_problems({"ms-swift": "3.12.6", "msgspec": "0.19.0"}, gpu_present=False) == []
+    assert find_problems({"ms-swift": "3.5.3", "msgspec": None}, gpu_present=False) == []
+
+
+def test_cuda_torch_without_a_gpu_is_a_warning():
+    cuda_builds = [{"torch": "2.7.1+cu128"}, {"torch": "2.7.1", "nvidia-cuda-runtime-cu12": "12.8.90"}]
+    for versions in cuda_builds:
+        problems = find_problems(versions, gpu_present=False)
+        assert [p.severity for p in problems] == [WARNING]
+        assert "torch==2.7.1 " in problems[0].fix
+        assert find_problems(versions, gpu_present=True) == []
+    assert find_problems({"torch": "2.13.0+cpu"}, gpu_present=False) == []
+
+
+def test_doctor_json_lists_versions_patches_and_exits_zero_here():
+    result = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor", "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    diagnosis = json.loads(result.stdout)
+    assert diagnosis["ok"] is True
+    assert set(diagnosis["versions"]) >= {"torch", "transformers", "trl", "ms-swift", "accelerate", "deepspeed", "peft"}
+    patch = {p["id"]: p for p in diagnosis["patches"]}["trl.num-generations-check"]
+    assert patch["status"] == "pending" and patch["requires"] == ["trl>=0.14"]
+    assert "torch" not in result.stderr
+
+
+def test_doctor_text_output_shows_each_patch_with_its_window():
+    result = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "trl.num-generations-check" in result.stdout
+    assert "window: trl>=0.14" in result.stdout

@@ -1,0 +1,40 @@
+"""The wheel: patches ship as grpo_compat.patches, never as a top-level package; the console script exists."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is required to build the wheel (matrix/setup.sh installs it)")
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([uv, "build", "--wheel", "--out-dir", str(out), str(REPO)], check=True, capture_output=True)
+    (built,) = out.glob("grpo_compat-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_patches_ship_inside_grpo_compat(wheel):
+    names = wheel.namelist()
+    assert "grpo_compat/patches/trl/num_generations_check.py" in names
+    assert not [n for n in names if n.startswith("patches/")]
+    shipped = {n.removeprefix("grpo_compat/") for n in names if n.startswith("grpo_compat/patches/")}
+    on_disk = {str(p.relative_to(REPO)) for p in (REPO / "patches").rglob("*.py")}
+    assert on_disk <= shipped
+
+
+def test_console_script_and_core_dependency(wheel):
+    (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    text = wheel.read(metadata).decode()
+    core = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging"]
+    (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
+    assert "grpo-compat = grpo_compat.cli:main" in wheel.read(entry_points).decode()

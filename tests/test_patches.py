@@ -1,0 +1,90 @@
+"""Every shipped patch, against the real upstream installed here: declared properly, reversible, effective.
+
+EFFECT_PROBES maps each patch id to a function that returns True exactly when the patch's effect
+is visible in this process; the round trip asserts the behaviour, not the attribute assignment.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import grpo_compat
+from grpo_compat.errors import GRPOSettingsError
+from grpo_compat.registry import registered_patches
+from grpo_compat.report import Status
+from tests.conftest import REPO, run_python
+
+PATCHES = registered_patches()
+
+
+def _single_generation_is_rejected_by_grpo_compat() -> bool:
+    from trl import GRPOConfig
+
+    try:
+        GRPOConfig(output_dir="unused", num_generations=1, per_device_train_batch_size=2, use_cpu=True, bf16=False)
+    except GRPOSettingsError:
+        return True
+    except ValueError:
+        return False  # upstream's own refusal
+    return False
+
+
+EFFECT_PROBES = {
+    "trl.num-generations-check": _single_generation_is_rejected_by_grpo_compat,
+}
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
+def test_every_patch_declares_window_docstring_probe_and_test(patch):
+    assert patch.requires, "a patch must declare its version window"
+    for section in ("Symptom:", "Upstream:", "Affects:", "Remove when:"):
+        assert section in patch.doc, f"{patch.id}: docstring lacks {section!r}"
+    assert patch.id in EFFECT_PROBES, f"{patch.id}: add an effect probe to tests/test_patches.py"
+    mentioned = [
+        p for p in (REPO / "tests").glob("test_*.py") if p.name != "test_patches.py" and patch.id in p.read_text()
+    ]
+    assert mentioned, f"{patch.id}: no test file besides test_patches.py names this patch"
+
+
+def test_patch_modules_are_short_and_listed_in_pyproject():
+    pyproject = (REPO / "pyproject.toml").read_text()
+    for folder in (REPO / "patches").iterdir():
+        if folder.is_dir() and (folder / "__init__.py").exists():
+            assert f'"grpo_compat.patches.{folder.name}"' in pyproject, f"add patches/{folder.name} to pyproject"
+    for module in (REPO / "patches").rglob("*.py"):
+        assert len(module.read_text().splitlines()) < 220, f"{module} is too long for one patch"
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
+def test_apply_revert_apply_round_trip_switches_the_effect(patch):
+    probe = EFFECT_PROBES[patch.id]
+    grpo_compat.revert()
+    assert not probe(), "effect visible before apply()"
+    for _ in range(2):
+        report = grpo_compat.apply(only=[patch.id])
+        probe()  # imports the target module, which applies the pending patch
+        assert grpo_compat.report().status_of(patch.id) is Status.APPLIED, report
+        assert probe()
+        grpo_compat.revert()
+        assert not probe()
+
+
+@pytest.mark.parametrize("order", ["apply-then-import", "import-then-apply"])
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
+def test_patch_applies_in_both_import_orders(patch, order):
+    modules = sorted({t.module for t in patch.targets})
+    imports = "; ".join(f"import {m}" for m in modules)
+    steps = [imports, "grpo_compat.apply()"] if order == "import-then-apply" else ["grpo_compat.apply()", imports]
+    result = run_python(
+        "import grpo_compat\n" + "\n".join(steps) + f"\nprint(grpo_compat.report().status_of({patch.id!r}))"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "applied"
+
+
+def test_patch_docstrings_name_an_upstream_issue_or_report():
+    for patch in PATCHES:
+        upstream = re.search(r"Upstream:(.*?)\n\S", patch.doc + "\nX", re.S).group(1)
+        assert re.search(r"#\d+|KF-\d", upstream), f"{patch.id}: name the upstream issue in 'Upstream:'"
