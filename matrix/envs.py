@@ -14,6 +14,7 @@ import argparse
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ ENVS_DIR = REPO / ".matrix" / "envs"
 PINNED = ("torch", "trl", "transformers", "accelerate", "deepspeed", "peft", "ms-swift")
 # Needed by every smoke run, resolved within the cell's exclude_newer date.
 ALWAYS = ("datasets", "tokenizers")
-RECIPE_VERSION = 1  # bump when the install steps below change
+RECIPE_VERSION = 2  # bump when the install steps below change
 
 
 class EnvBuildError(RuntimeError):
@@ -79,17 +80,21 @@ def load_cells(path: Path = CELLS_FILE) -> tuple[dict[str, Cell], str]:
 
 
 def pip_find_links() -> list[str]:
-    """The find-links of pip's configuration (uv does not read it; the CPU torch wheel is there)."""
-    try:
-        listing = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    links: list[str] = []
-    for match in re.finditer(r"find-links='([^']*)'", listing):
-        links += [link for link in match.group(1).split() if link not in links]
-    return links
+    """The find-links of pip's configuration (uv does not read it; the CPU torch wheel is there).
+
+    Asked of whichever pip exists: uv-built envs (this one, maybe) have none of their own.
+    """
+    links = os.environ.get("PIP_FIND_LINKS", "").split()
+    for pip in ([sys.executable, "-m", "pip"], ["python3", "-m", "pip"], ["pip"]):
+        try:
+            listing = subprocess.run([*pip, "config", "list"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if listing.returncode == 0:
+            for match in re.finditer(r"find-links='([^']*)'", listing.stdout):
+                links += match.group(1).split()
+            break
+    return list(dict.fromkeys(links))
 
 
 def uv_command() -> list[str]:
@@ -115,19 +120,32 @@ def ensure_env(cell: Cell, path: Path | None = None, extras: str = "") -> Path:
     python = env / "bin" / "python"
     marker = env / ".grpo-compat-env"
     wanted = f"{cell.fingerprint()} {extras}"
-    env.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{env}.lock", "w") as lock:
+    ENVS_DIR.mkdir(parents=True, exist_ok=True)
+    with open(ENVS_DIR.parent / f"{env.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists() and marker.read_text() == wanted and python.exists():
             return python
         shutil.rmtree(env, ignore_errors=True)
-        log = Path(f"{env}.log")
+        log = ENVS_DIR.parent / f"{env.name}.log"
         log.write_text("")
         uv = uv_command()
         links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
         dated = ["--exclude-newer", cell.exclude_newer] if cell.exclude_newer else []
         _run([*uv, "venv", "--quiet", "--python", sys.executable, str(env)], log)
-        _run([*uv, "pip", "install", "--python", str(python), *links, *dated, *cell.requirements()], log)
+        _run(
+            [
+                *uv,
+                "pip",
+                "install",
+                "--compile-bytecode",
+                "--python",
+                str(python),
+                *links,
+                *dated,
+                *cell.requirements(),
+            ],
+            log,
+        )
         project = f"{REPO}[{extras}]" if extras else str(REPO)
         _run([*uv, "pip", "install", "--python", str(python), *links, "--editable", project], log)
         marker.write_text(wanted)

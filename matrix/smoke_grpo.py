@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 import sys
@@ -25,7 +24,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-DISTRIBUTIONS = ("torch", "transformers", "trl", "accelerate", "deepspeed", "peft", "ms-swift")
+from grpo_compat.versions import installed_versions  # metadata only: applies nothing, imports no torch
+
+RESULT_FIELDS = (
+    "steps final_loss kl reward_std all_trainable_params_changed unchanged_params weights_sha256 "
+    "config_fields_dropped train_time_s"
+).split()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,11 +40,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model-dir", help="tiny model directory, built if missing")
     p.add_argument("--output", help="path of the JSON result")
     p.add_argument("--output-dir", help="trainer output_dir (default: a temp dir)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a GRPOConfig field; VALUE is parsed as JSON when possible")
+    p.add_argument("--print-report", action="store_true", help="print grpo_compat's report (patched mode)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="GRPOConfig field (JSON value)")
     args = p.parse_args(argv)
     args.config_overrides = {}
-    for item in args.overrides:
+    for item in args.set:
         key, sep, raw = item.partition("=")
         if not sep:
             p.error(f"--set expects KEY=VALUE, got {item!r}")
@@ -49,16 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         except ValueError:
             args.config_overrides[key] = raw
     return args
-
-
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for dist in DISTRIBUTIONS:
-        try:
-            found[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            found[dist] = None
-    return found
 
 
 def is_rank_zero() -> bool:
@@ -151,11 +145,14 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     kwargs, result["config_fields_dropped"] = config_kwargs(GRPOConfig, output_dir, args)
     # A path, not a model object: with beta > 0, trl 0.19+ reloads the reference
     # model from config._name_or_path.
-    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=length_reward,
-                          args=GRPOConfig(**kwargs), train_dataset=prompts())
+    trainer = GRPOTrainer(
+        model=str(model_dir), reward_funcs=length_reward, args=GRPOConfig(**kwargs), train_dataset=prompts()
+    )
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     before = snapshot(trainer.model)
+    started = time.perf_counter()
     trainer.train()
+    result["train_time_s"] = round(time.perf_counter() - started, 3)
     after = snapshot(trainer.model)
     logs = trainer.state.log_history
     unchanged = [n for n in trainable if torch.equal(before[n], after[n])]
@@ -170,44 +167,50 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     )
 
 
-def compat_report() -> Any:
-    import grpo_compat
+def describe(error: BaseException) -> str:
+    frames = "".join(traceback.format_tb(error.__traceback__)).splitlines()[-12:]
+    return f"{type(error).__name__}: {str(error)[:1000]}\n" + "\n".join(frames)
 
-    report = grpo_compat.report()
-    return report.to_dict() if hasattr(report, "to_dict") else report
+
+def summary(result: dict) -> str:
+    v = result["versions"]
+    line = (
+        f"[smoke_grpo] {result['mode']} {result['status']}: steps={result['steps']} loss={result['final_loss']} "
+        f"kl={result['kl']} changed={result['all_trainable_params_changed']} "
+        f"sha={str(result['weights_sha256'])[:12]} {result['wall_time_s']}s "
+        f"(trl {v['trl']}, transformers {v['transformers']})"
+    )
+    return line + (f" error={result['error'].splitlines()[0]}" if result["error"] else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
-    result: dict[str, Any] = {"status": "error", "error": None, "mode": args.mode, "versions": versions(),
-                              "steps": None, "final_loss": None, "kl": None, "reward_std": None,
-                              "all_trainable_params_changed": None, "unchanged_params": None,
-                              "weights_sha256": None, "config_fields_dropped": None}
+    versions = installed_versions()
+    result: dict[str, Any] = {"status": "error", "error": None, "mode": args.mode, "versions": versions}
+    result.update(dict.fromkeys(RESULT_FIELDS))
     try:
         with tempfile.TemporaryDirectory(prefix="grpo_smoke_") as tmp:
             train(args, args.output_dir or tmp, result)
         result["status"] = "ok"
-    except (Exception, SystemExit) as exc:
-        tail = "".join(traceback.format_exception(exc)).splitlines()[-15:]
-        result["error"] = f"{type(exc).__name__}: {str(exc)[:1000]}\n" + "\n".join(tail)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure is a result to record
+        result["error"] = describe(exc)
     if args.mode == "patched":
         try:
-            result["grpo_compat"] = compat_report()
-        except Exception as exc:  # a broken report must not hide the run's own result
-            result["grpo_compat"] = {"report_error": f"{type(exc).__name__}: {exc}"}
+            import grpo_compat
+
+            report = grpo_compat.report()
+            result["grpo_compat"] = report.to_dict()
+            if args.print_report and is_rank_zero():
+                print(report, flush=True)
+        except Exception as exc:  # noqa: BLE001 - a broken report must not hide the run's result
+            result["grpo_compat"] = {"report_error": describe(exc)}
     result["wall_time_s"] = round(time.perf_counter() - start, 2)
     if is_rank_zero():
         if args.output:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             Path(args.output).write_text(json.dumps(result, indent=2, default=str) + "\n")
-        v = result["versions"]
-        print(f"[smoke_grpo] {args.mode} {result['status']}: steps={result['steps']} "
-              f"loss={result['final_loss']} kl={result['kl']} "
-              f"changed={result['all_trainable_params_changed']} "
-              f"sha={str(result['weights_sha256'])[:12]} {result['wall_time_s']}s "
-              f"(trl {v['trl']}, transformers {v['transformers']})"
-              + (f" error={result['error'].splitlines()[0]}" if result["error"] else ""), flush=True)
+        print(summary(result), flush=True)
     return 0 if result["status"] == "ok" else 1
 
 

@@ -154,30 +154,34 @@ def _write_model(out: Path, seed: int, ids: dict[str, int]) -> None:
 
 
 def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0) -> Path:
-    """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``.
+    """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``; return its path.
 
-    Deterministic in ``seed``. Safe when several processes (ranks) build the same
-    directory at once: each file is moved into place atomically with identical
-    content, and the marker that makes the directory count as built comes last.
+    Deterministic in ``seed``. Several processes (the ranks of one launch) may call
+    it on the same directory: a file lock lets one build while the others wait.
     """
+    import fcntl
+
     directory = Path(directory).resolve()
-    if _is_built(directory, seed):
-        return directory
-    if (directory / "config.json").exists() and not (directory / MARKER).exists():
-        # Never overwrite a model this function did not make.
-        raise FileExistsError(f"{directory} holds a model not built by build_tiny_qwen2")
     directory.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
-    try:
-        ids = _write_tokenizer(staging, seed)
-        _write_model(staging, seed, ids)
-        for item in sorted(staging.iterdir()):
-            item.chmod(0o644)  # transformers 5 saves weights as 0600
-            os.replace(item, directory / item.name)
-        marker = {"seed": seed, "recipe": RECIPE_VERSION, "vocab_size": ids["vocab_size"]}
-        tmp_marker = staging / MARKER
-        tmp_marker.write_text(json.dumps(marker))
-        os.replace(tmp_marker, directory / MARKER)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with open(directory / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _is_built(directory, seed):
+            return directory
+        if (directory / "config.json").exists() and not (directory / MARKER).exists():
+            # Never overwrite a model this function did not make (or a build that crashed).
+            raise FileExistsError(f"{directory} holds a model not built by build_tiny_qwen2; remove it")
+        staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+        try:
+            ids = _write_tokenizer(staging, seed)
+            _write_model(staging, seed, ids)
+            # Marker off first and back on last: a half-replaced directory never looks built.
+            (directory / MARKER).unlink(missing_ok=True)
+            for item in sorted(staging.iterdir()):
+                item.chmod(0o644)  # transformers 5 saves weights as 0600
+                os.replace(item, directory / item.name)
+            marker = {"seed": seed, "recipe": RECIPE_VERSION, "vocab_size": ids["vocab_size"]}
+            (staging / MARKER).write_text(json.dumps(marker))
+            os.replace(staging / MARKER, directory / MARKER)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return directory

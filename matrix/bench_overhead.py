@@ -1,0 +1,100 @@
+"""What grpo_compat costs: import + apply() time, and patched vs plain GRPO smoke-run step time.
+
+Runs are interleaved (A B A B ...) so that drift of this noisy machine hits both sides alike;
+medians are reported. Usage:
+
+    .venv/bin/python matrix/bench_overhead.py [--runs 15] [--smoke-runs 3] [--python PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+APPLY = "import grpo_compat; grpo_compat.apply()"
+NOTHING = "pass"
+
+
+def wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def importtime_of_grpo_compat(python: str) -> float:
+    """Cumulative import time of grpo_compat as ``-X importtime`` reports it, in ms."""
+    stderr = subprocess.run([python, "-X", "importtime", "-c", APPLY], capture_output=True, text=True).stderr
+    line = next(row for row in stderr.splitlines() if row.rstrip().endswith("| grpo_compat"))
+    return int(line.split("|")[1]) / 1000
+
+
+def heavy_modules_after_apply(python: str) -> list[str]:
+    code = APPLY + "; import sys; print(sorted(m for m in ('torch','trl','transformers','swift') if m in sys.modules))"
+    return json.loads(subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.replace("'", '"'))
+
+
+def bench_import(python: str, runs: int) -> dict:
+    pairs = [(wall([python, "-c", APPLY]), wall([python, "-c", NOTHING])) for _ in range(runs)]
+    added = statistics.median(a - b for a, b in pairs) * 1000
+    importtimes = [importtime_of_grpo_compat(python) for _ in range(5)]
+    return {
+        "runs": runs,
+        "median_added_wall_ms": round(added, 1),
+        "median_importtime_ms": round(statistics.median(importtimes), 1),
+        "heavy_modules_imported": heavy_modules_after_apply(python),
+    }
+
+
+def bench_smoke(python: str, runs: int, steps: int) -> dict:
+    times: dict[str, list[dict]] = {"plain": [], "patched": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "model"
+        for index in range(runs):
+            for mode in ("plain", "patched"):
+                output = Path(tmp) / f"{mode}-{index}.json"
+                command = [python, str(REPO / "matrix" / "smoke_grpo.py"), "--mode", mode, "--steps", str(steps)]
+                command += ["--model-dir", str(model), "--output", str(output)]
+                subprocess.run(command, check=True, capture_output=True)
+                times[mode].append(json.loads(output.read_text()))
+    summary = {}
+    for mode, results in times.items():
+        summary[mode] = {
+            "median_wall_s": round(statistics.median(r["wall_time_s"] for r in results), 3),
+            "median_train_s_per_step": round(statistics.median(r["train_time_s"] / r["steps"] for r in results), 4),
+            "weights_sha256": sorted({r["weights_sha256"] for r in results}),
+        }
+    ratio = summary["patched"]["median_train_s_per_step"] / summary["plain"]["median_train_s_per_step"]
+    summary["patched_over_plain_step_time"] = round(ratio, 3)
+    summary["same_weights"] = summary["plain"]["weights_sha256"] == summary["patched"]["weights_sha256"]
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", default=sys.executable, help="interpreter of the env to measure")
+    parser.add_argument("--runs", type=int, default=15, help="interleaved pairs for the import benchmark")
+    parser.add_argument("--smoke-runs", type=int, default=3, help="interleaved plain/patched smoke runs")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--output", type=Path, default=REPO / ".matrix" / "bench_overhead.json")
+    args = parser.parse_args()
+    print(f"import + apply(), {args.runs} interleaved pairs ...", flush=True)
+    result = {"import": bench_import(args.python, args.runs)}
+    print(json.dumps(result["import"], indent=2), flush=True)
+    if args.smoke_runs:
+        print(f"GRPO smoke run, {args.smoke_runs} x (plain, patched), {args.steps} steps ...", flush=True)
+        result["smoke"] = bench_smoke(args.python, args.smoke_runs, args.steps)
+        print(json.dumps(result["smoke"], indent=2))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
