@@ -129,14 +129,16 @@ def _satisfies(version: str, operator: str, bound: str, wildcard: bool) -> bool:
     }[operator]
 
 
-def window_problem(requirements: tuple[str, ...]) -> tuple[str, str] | None:
-    """Why the installed versions fall outside ``requirements``, or None when they are inside.
+def window_problem(
+    requirements: tuple[str, ...], versions: dict[str, str | None] | None = None
+) -> tuple[str, str] | None:
+    """Why the installed versions (or the given ``versions``) fall outside ``requirements``; None if inside.
 
     Returns ``(kind, reason)`` where kind is ``"not installed"`` or ``"outside version window"``.
     """
     for text in requirements:
         name, clauses = parse_window(text)
-        version = installed_version(name)
+        version = installed_version(name) if versions is None else versions.get(name)
         if version is None:
             return "not installed", f"{name} is not installed"
         try:

@@ -49,8 +49,14 @@ class Cell:
     description: str = ""
     extra: tuple[str, ...] = field(default=())
 
+    @property
+    def uses_preinstalled_torch(self) -> bool:
+        # GPU machines carry their own CUDA torch and have no network: the env sees it instead.
+        return self.pins.get("torch") == "preinstalled"
+
     def requirements(self) -> list[str]:
-        return [f"{name}=={version}" for name, version in self.pins.items()] + list(ALWAYS) + list(self.extra)
+        pins = [f"{name}=={version}" for name, version in self.pins.items() if version != "preinstalled"]
+        return pins + list(ALWAYS) + list(self.extra)
 
     def fingerprint(self) -> str:
         text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer], sort_keys=True)
@@ -58,7 +64,7 @@ class Cell:
 
 
 def load_cells(path: Path = CELLS_FILE) -> tuple[dict[str, Cell], str]:
-    """All cells by name, and the name of the default (development) cell."""
+    """All cells by name (in file order), and the name of the default (development) cell."""
     data = tomllib.loads(path.read_text())
     cells = {}
     for name, table in data.get("cells", {}).items():
@@ -77,6 +83,11 @@ def load_cells(path: Path = CELLS_FILE) -> tuple[dict[str, Cell], str]:
     if default not in cells:
         raise ValueError(f"default_cell {default!r} in {path} is not a cell")
     return cells, default
+
+
+def quick_cells(path: Path = CELLS_FILE) -> list[str]:
+    """The cells CI runs on every change."""
+    return list(tomllib.loads(path.read_text()).get("quick", []))
 
 
 def pip_find_links() -> list[str]:
@@ -114,24 +125,44 @@ def _run(command: list[str], log: Path) -> None:
         raise EnvBuildError(f"{' '.join(command[:4])} ... failed (exit {result.returncode}):\n{tail}")
 
 
-def ensure_env(cell: Cell, path: Path | None = None, extras: str = "") -> Path:
-    """The python of the cell's env, building it when missing or half-built."""
-    env = path or ENVS_DIR / f"{cell.name}-{cell.fingerprint()}"
-    python = env / "bin" / "python"
+def env_path(cell: Cell) -> Path:
+    return ENVS_DIR / f"{cell.name}-{cell.fingerprint()}"
+
+
+def env_is_ready(cell: Cell, path: Path | None = None, extras: str = "") -> bool:
+    env = path or env_path(cell)
     marker = env / ".grpo-compat-env"
-    wanted = f"{cell.fingerprint()} {extras}"
+    return marker.exists() and marker.read_text() == f"{cell.fingerprint()} {extras}" and (env / "bin/python").exists()
+
+
+def ensure_env(cell: Cell, path: Path | None = None, extras: str = "", wheelhouse: Path | None = None) -> Path:
+    """The python of the cell's env, building it when missing or half-built.
+
+    With ``wheelhouse`` nothing is downloaded: every package comes from that folder (GPU machines
+    have no network; fill it beforehand with ``matrix/envs.py wheels``).
+    """
+    env = path or env_path(cell)
+    python = env / "bin" / "python"
     ENVS_DIR.mkdir(parents=True, exist_ok=True)
     with open(ENVS_DIR.parent / f"{env.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and marker.read_text() == wanted and python.exists():
+        if env_is_ready(cell, env, extras):
             return python
         shutil.rmtree(env, ignore_errors=True)
         log = ENVS_DIR.parent / f"{env.name}.log"
         log.write_text("")
         uv = uv_command()
         links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
-        dated = ["--exclude-newer", cell.exclude_newer] if cell.exclude_newer else []
-        _run([*uv, "venv", "--quiet", "--python", sys.executable, str(env)], log)
+        if wheelhouse is not None:
+            links = ["--offline", "--no-index", "--find-links", str(wheelhouse)]
+        # The date holds back indirect dependencies; torch is pinned and newer than most dates.
+        dated = (
+            ["--exclude-newer", cell.exclude_newer, "--exclude-newer-package", "torch=false"]
+            if cell.exclude_newer
+            else []
+        )
+        system = ["--system-site-packages"] if cell.uses_preinstalled_torch else []
+        _run([*uv, "venv", "--quiet", *system, "--python", sys.executable, str(env)], log)
         _run(
             [
                 *uv,
@@ -148,7 +179,7 @@ def ensure_env(cell: Cell, path: Path | None = None, extras: str = "") -> Path:
         )
         project = f"{REPO}[{extras}]" if extras else str(REPO)
         _run([*uv, "pip", "install", "--python", str(python), *links, "--editable", project], log)
-        marker.write_text(wanted)
+        (env / ".grpo-compat-env").write_text(f"{cell.fingerprint()} {extras}")
     return python
 
 

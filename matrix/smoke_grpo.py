@@ -40,6 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model-dir", help="tiny model directory, built if missing")
     p.add_argument("--output", help="path of the JSON result")
     p.add_argument("--output-dir", help="trainer output_dir (default: a temp dir)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda runs in bf16")
     p.add_argument("--print-report", action="store_true", help="print grpo_compat's report (patched mode)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="GRPOConfig field (JSON value)")
     args = p.parse_args(argv)
@@ -74,9 +75,10 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
         temperature=1.0,  # default differs by version (0.9 on 0.16)
         learning_rate=1e-5,
         beta=0.04,  # default 0.0 from trl 0.19, and then no KL is logged
-        bf16=False,  # default True from trl 0.19, unusable on CPU
+        # bf16 defaults to True from trl 0.19, unusable on CPU; on a GPU the matrix runs bf16.
+        bf16=args.device == "cuda",
         fp16=False,
-        use_cpu=True,
+        use_cpu=args.device == "cpu",
         logging_steps=1,
         save_strategy="no",
         report_to="none",

@@ -1,0 +1,157 @@
+"""What the matrix smoke runs share: CLI, prompts, reward, weight digests and the result record.
+
+Used by ``matrix/smoke_grpo.py`` (TRL) and ``matrix/smoke_swift.py`` (ms-swift). Importing this
+module imports neither torch nor trl nor swift, so a smoke script can import it and still call
+``grpo_compat.apply()`` before anything upstream is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grpo_compat.versions import installed_versions  # metadata only: applies nothing, imports no torch
+
+RESULT_FIELDS = (
+    "steps final_loss kl reward_std all_trainable_params_changed unchanged_params weights_sha256 "
+    "config_fields_dropped train_time_s"
+).split()
+
+
+def parse_args(description: str, set_help: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The smoke-run CLI; ``--set KEY=VALUE`` values are JSON when they parse as JSON, else strings."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--mode", choices=("plain", "patched"), default="plain")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model-dir", help="tiny model directory, built if missing")
+    p.add_argument("--output", help="path of the JSON result")
+    p.add_argument("--output-dir", help="trainer output_dir (default: a temp dir)")
+    p.add_argument("--print-report", action="store_true", help="print grpo_compat's report (patched mode)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+    args = p.parse_args(argv)
+    args.config_overrides = {}
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            p.error(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            args.config_overrides[key] = json.loads(raw)
+        except ValueError:
+            args.config_overrides[key] = raw
+    return args
+
+
+def is_rank_zero() -> bool:
+    # RANK is set by accelerate launch / torchrun; reading it avoids touching torch.distributed.
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def prompt_texts(n: int = 16) -> list[str]:
+    return [f"Question {i}: what is {i * 7 % 13} plus {i * 5 % 11}? Answer:" for i in range(n)]
+
+
+def length_reward(completions: list, **kwargs: Any) -> list[float]:
+    # Deterministic, and different for different completions, so the group std is
+    # non-zero and the policy gradient (not only the KL term) moves the weights.
+    return [len(str(c)) / 10.0 + len(set(str(c))) / 20.0 for c in completions]
+
+
+def snapshot(model: Any) -> dict:
+    """CPU copy of the full state dict, gathering DeepSpeed ZeRO-3 shards when present."""
+    gather: contextlib.AbstractContextManager = contextlib.nullcontext()
+    params = list(model.parameters())
+    if any(hasattr(p, "ds_id") for p in params):
+        import deepspeed  # collective: every rank calls snapshot()
+
+        gather = deepspeed.zero.GatheredParameters(params)
+    with gather:
+        return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def digest(state: dict) -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(state):
+        h.update(name.encode())
+        h.update(state[name].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def weight_change(trainable: list[str], before: dict, after: dict) -> dict[str, Any]:
+    """Result fields saying whether every trainable parameter moved, and the final weights' digest."""
+    import torch
+
+    unchanged = [n for n in trainable if torch.equal(before[n], after[n])]
+    return {
+        "all_trainable_params_changed": bool(trainable) and not unchanged,
+        "unchanged_params": unchanged,
+        "weights_sha256": digest(after),
+    }
+
+
+def last_logged(logs: list[dict], key: str) -> Any:
+    return next((entry[key] for entry in reversed(logs) if key in entry), None)
+
+
+def describe(error: BaseException) -> str:
+    frames = "".join(traceback.format_tb(error.__traceback__)).splitlines()[-12:]
+    return f"{type(error).__name__}: {str(error)[:1000]}\n" + "\n".join(frames)
+
+
+def summary(tag: str, result: dict) -> str:
+    shown = ", ".join(
+        f"{name} {result['versions'][name]}"
+        for name in ("ms-swift", "trl", "transformers")
+        if result["versions"].get(name)
+    )
+    line = (
+        f"[{tag}] {result['mode']} {result['status']}: steps={result['steps']} loss={result['final_loss']} "
+        f"kl={result['kl']} changed={result['all_trainable_params_changed']} "
+        f"sha={str(result['weights_sha256'])[:12]} {result['wall_time_s']}s ({shown})"
+    )
+    return line + (f" error={result['error'].splitlines()[0]}" if result["error"] else "")
+
+
+def run_smoke(tag: str, args: argparse.Namespace, train: Callable[[argparse.Namespace, str, dict], None]) -> int:
+    """Call ``train(args, output_dir, result)``, record its outcome, write the JSON; the exit status.
+
+    Any failure, SystemExit included, is recorded as the run's error rather than raised. In patched
+    mode the result also holds grpo_compat's report.
+    """
+    start = time.perf_counter()
+    result: dict[str, Any] = {"status": "error", "error": None, "mode": args.mode, "versions": installed_versions()}
+    result.update(dict.fromkeys(RESULT_FIELDS))
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"{tag}_") as tmp:
+            train(args, args.output_dir or tmp, result)
+        result["status"] = "ok"
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure is a result to record
+        result["error"] = describe(exc)
+    if args.mode == "patched":
+        try:
+            import grpo_compat
+
+            report = grpo_compat.report()
+            result["grpo_compat"] = report.to_dict()
+            if args.print_report and is_rank_zero():
+                print(report, flush=True)
+        except Exception as exc:  # noqa: BLE001 - a broken report must not hide the run's result
+            result["grpo_compat"] = {"report_error": describe(exc)}
+    result["wall_time_s"] = round(time.perf_counter() - start, 2)
+    if is_rank_zero():
+        if args.output:
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.output).write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print(summary(tag, result), flush=True)
+    return 0 if result["status"] == "ok" else 1

@@ -1,0 +1,442 @@
+"""Summaries of a matrix run: a markdown table (GitHub step summary) and one static HTML page.
+
+The runner writes one JSON result per cell into a folder; this reads them all and writes
+``summary.md`` and ``report.html`` next to them.
+
+    python matrix/report.py results/
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+try:
+    from matrix.envs import CELLS_FILE, load_cells
+except ModuleNotFoundError:  # run as a script: python matrix/report.py
+    from envs import CELLS_FILE, load_cells  # type: ignore[no-redef]
+
+KIND_ORDER = ("single", "ddp", "zero2", "zero3", "swift")
+MODE_ORDER = ("plain", "patched")
+REPRO_PREFIX = "repro:"
+KNOWN_FAILURE = "upstream fails"
+VERSION_KEYS = ("torch", "trl", "ms-swift", "transformers", "accelerate", "deepspeed", "peft")
+
+# Display status of a run -> (emoji, label, background, text colour).
+STYLES: dict[str, tuple[str, str, str, str]] = {
+    "pass": ("✅", "pass", "#2e7d32", "#ffffff"),
+    "reproduced": ("🐛", "reproduced", "#ffc107", "#000000"),
+    "fail": ("❌", "fail", "#d32f2f", "#ffffff"),
+    "timeout": ("⏱️", "timeout", "#e65100", "#ffffff"),
+    "error": ("💥", "error", "#8b0000", "#ffffff"),
+    "skipped": ("⏭️", "skipped", "#9e9e9e", "#000000"),
+    "unknown": ("❔", "unknown", "#616161", "#ffffff"),
+    "absent": ("—", "not run", "#f5f5f5", "#757575"),
+}
+LEGEND = {
+    "pass": "passed its expectation",
+    "reproduced": "a known upstream failure, reproduced unpatched as expected",
+    "fail": "did not meet its expectation",
+    "timeout": "ran out of time",
+    "error": "could not run (env build, runner crash)",
+    "skipped": "skipped",
+    "absent": "not part of this cell",
+}
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _error_cell(name: str, reason: str) -> dict[str, Any]:
+    return {"cell": name, "status": "error", "reason": reason, "runs": [], "env": {}, "pins": {}, "versions": None}
+
+
+def _normalize(data: Any, path: Path) -> dict[str, Any]:
+    """A cell result with every field the renderers read, whatever the file held."""
+    if not isinstance(data, dict):
+        return _error_cell(path.stem, f"{path.name}: expected a JSON object, got {type(data).__name__}")
+    cell = dict(data)
+    cell["cell"] = str(cell.get("cell") or path.stem)
+    runs = cell.get("runs") if isinstance(cell.get("runs"), list) else []
+    cell["runs"] = [{**run, "name": str(run["name"])} for run in runs if isinstance(run, dict) and run.get("name")]
+    cell["env"] = cell.get("env") if isinstance(cell.get("env"), dict) else {}
+    cell.setdefault("reason", None)
+    if not cell.get("status"):
+        cell["status"] = _status_from_runs(cell["runs"])
+        cell["reason"] = cell["reason"] or ("the result has no status" if cell["status"] == "error" else None)
+    return cell
+
+
+def _status_from_runs(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "error"
+    return "pass" if all(run.get("status") in ("pass", "skipped") for run in runs) else "fail"
+
+
+def load_cell(path: Path) -> dict[str, Any]:
+    """One cell result; an unreadable or unparsable file becomes an error cell saying why."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return _error_cell(path.stem, f"cannot read {path.name}: {type(error).__name__}: {error}")
+    return _normalize(data, path)
+
+
+def cell_order(cells_file: Path = CELLS_FILE) -> list[str]:
+    """Cell names in the order of cells.toml (empty when it cannot be read)."""
+    try:
+        cells, _ = load_cells(cells_file)
+    except (OSError, ValueError):
+        return []
+    return list(cells)
+
+
+def load_results(results_dir: str | Path, cells_file: Path = CELLS_FILE) -> list[dict[str, Any]]:
+    """Every ``*.json`` cell result in the folder, in cells.toml order, unknown cells last."""
+    results = [load_cell(path) for path in sorted(Path(results_dir).glob("*.json"))]
+    order = {name: index for index, name in enumerate(cell_order(cells_file))}
+    return sorted(results, key=lambda cell: (order.get(cell["cell"], len(order)), cell["cell"]))
+
+
+# ---------------------------------------------------------------- classification
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    # "KF-10" after "KF-2"; str and int parts alternate, so keys always compare.
+    return tuple(int(part) if index % 2 else part for index, part in enumerate(re.split(r"(\d+)", text)))
+
+
+def run_sort_key(name: str) -> tuple[Any, ...]:
+    """single, ddp, zero2, zero3, swift (plain before patched), other kinds, then reproducers."""
+    group, _, mode = name.rpartition("/")
+    if not group:
+        group, mode = name, ""
+    mode_key = (MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER), mode)
+    if group in KIND_ORDER:
+        return (0, KIND_ORDER.index(group), (), mode_key)
+    if group.startswith(REPRO_PREFIX):
+        return (2, 0, _natural(group[len(REPRO_PREFIX) :]), mode_key)
+    return (1, 0, _natural(group), mode_key)
+
+
+def run_names(results: list[dict[str, Any]]) -> list[str]:
+    """The union of run names over all cells, in a stable order."""
+    names = {run["name"] for cell in results for run in cell["runs"]}
+    return sorted(names, key=run_sort_key)
+
+
+def run_display(run: dict[str, Any] | None) -> str:
+    """The display status of a run: a STYLES key."""
+    if run is None:
+        return "absent"
+    status = str(run.get("status") or "unknown")
+    if status == "pass" and str(run.get("expectation") or "").startswith(KNOWN_FAILURE):
+        return "reproduced"
+    return status if status in STYLES else "unknown"
+
+
+def run_text(run: dict[str, Any]) -> str:
+    """The short outcome shown in a grid cell."""
+    outcome = str(run.get("outcome") or run.get("status") or "").strip()
+    if run_display(run) == "reproduced":
+        return f"reproduced: {outcome}" if outcome else "reproduced"
+    return outcome
+
+
+def cell_display(cell: dict[str, Any]) -> str:
+    status = str(cell.get("status") or "unknown")
+    return status if status in STYLES else "unknown"
+
+
+def cell_why(cell: dict[str, Any]) -> str:
+    """Why a cell errored: its reason, else its env build error."""
+    env_error = cell["env"].get("error")
+    parts = [str(text).strip() for text in (cell.get("reason"), env_error) if text]
+    return "\n".join(dict.fromkeys(parts))
+
+
+def versions_text(cell: dict[str, Any]) -> str:
+    versions = cell.get("versions") if isinstance(cell.get("versions"), dict) else None
+    source = versions or (cell.get("pins") if isinstance(cell.get("pins"), dict) else {}) or {}
+    return ", ".join(f"{key} {source[key]}" for key in VERSION_KEYS if key in source)
+
+
+def totals(results: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
+    """Counts of cell statuses and of run display statuses."""
+    cells = Counter(cell_display(cell) for cell in results)
+    runs = Counter(run_display(run) for cell in results for run in cell["runs"])
+    return cells, runs
+
+
+def _count_line(counts: Counter[str]) -> str:
+    return ", ".join(f"{counts[key]} {STYLES[key][1]}" for key in STYLES if counts[key]) or "none"
+
+
+def totals_line(results: list[dict[str, Any]]) -> str:
+    cells, runs = totals(results)
+    return f"{len(results)} cells: {_count_line(cells)} · {sum(runs.values())} runs: {_count_line(runs)}"
+
+
+def _runs_by_name(cell: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {run["name"]: run for run in cell["runs"]}
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _metrics(run: dict[str, Any]) -> str:
+    parts = []
+    for key, label in (("loss", "loss"), ("kl", "kl")):
+        if isinstance(run.get(key), (int, float)):
+            parts.append(f"{label} {run[key]:.4g}")
+    if run.get("weights_changed") is not None:
+        parts.append("weights changed" if run["weights_changed"] else "weights unchanged")
+    if isinstance(run.get("wall_time_s"), (int, float)):
+        parts.append(f"{run['wall_time_s']:.1f} s")
+    return ", ".join(parts)
+
+
+def run_details(run: dict[str, Any]) -> str:
+    """Everything about a run as plain text: for tooltips."""
+    lines = [
+        f"{run['name']}: {run.get('status')}",
+        f"expected: {run.get('expectation') or '-'}",
+        f"outcome: {run.get('outcome') or '-'}",
+    ]
+    if _metrics(run):
+        lines.append(_metrics(run))
+    if run.get("error"):
+        lines += ["", _tail(str(run["error"]), 4000)]
+    return "\n".join(lines)
+
+
+def _tail(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _md(text: str) -> str:
+    """Text safe inside a markdown table cell (GitHub renders inline HTML, so escape it too)."""
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _md_row(cell: dict[str, Any], names: list[str]) -> str:
+    emoji, label = STYLES[cell_display(cell)][:2]
+    status = f"{emoji} {label}"
+    why = str(cell.get("reason") or cell_why(cell))
+    if cell_display(cell) == "error" and why:
+        status += ": " + _one_line(why, 80)
+    runs = _runs_by_name(cell)
+    entries = []
+    for name in names:
+        run = runs.get(name)
+        emoji = STYLES[run_display(run)][0]
+        entries.append(emoji if run is None else f"{emoji} {_one_line(run_text(run), 60)}")
+    versions = _one_line(versions_text(cell), 120)
+    return "| " + " | ".join([f"**{_md(cell['cell'])}**", _md(status), _md(versions), *map(_md, entries)]) + " |"
+
+
+def _md_failures(results: list[dict[str, Any]]) -> list[str]:
+    """Collapsible error excerpts of every cell error and every run that did not pass."""
+    lines: list[str] = []
+    for cell in results:
+        items = [(f"{cell['cell']}: {cell_display(cell)}", cell_why(cell))] if cell_display(cell) == "error" else []
+        for run in cell["runs"]:
+            if run_display(run) in ("fail", "timeout", "error", "unknown"):
+                items.append((f"{cell['cell']} · {run['name']}: {run_text(run)}", str(run.get("error") or "")))
+        for summary, excerpt in items:
+            excerpt = _tail(excerpt.strip(), 3000) or "(no error excerpt)"
+            fence = _fence(excerpt)
+            lines += ["<details>", f"<summary>{html.escape(_one_line(summary, 160))}</summary>", ""]
+            lines += [fence + "text", excerpt, fence, "</details>", ""]
+    return lines
+
+
+def render_markdown(results: list[dict[str, Any]]) -> str:
+    """A summary table: one row per cell, one column per run name, then totals and a legend."""
+    names = run_names(results)
+    header = ["Cell", "Status", "Versions", *names]
+    lines = ["## GRPO compatibility matrix", ""]
+    if not results:
+        return "\n".join([*lines, "No cell results found.", ""])
+    lines += ["| " + " | ".join(map(_md, header)) + " |", "|" + "---|" * len(header)]
+    lines += [_md_row(cell, names) for cell in results]
+    lines += ["", f"**Totals:** {totals_line(results)}", ""]
+    legend = " · ".join(f"{STYLES[key][0]} {STYLES[key][1]}: {text}" for key, text in LEGEND.items())
+    lines += [f"**Legend:** {legend}", ""]
+    failures = _md_failures(results)
+    if failures:
+        lines += ["### Failures", "", *failures]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- HTML
+
+CSS = """
+body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #212121; }
+h1 { font-size: 1.4em; margin: 0 0 .3em; }
+.totals { margin: .3em 0 1em; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #bdbdbd; padding: .35em .5em; vertical-align: top; text-align: left; }
+thead th { background: #eceff1; position: sticky; top: 0; white-space: nowrap; }
+th.cell { background: #fafafa; min-width: 11em; max-width: 22em; font-weight: normal; }
+th.cell .name { font-weight: bold; font-size: 1.05em; }
+.small { font-size: .85em; color: #555; }
+td { max-width: 18em; }
+td.why { max-width: none; }
+td.status { white-space: nowrap; }
+summary { cursor: pointer; }
+pre { white-space: pre-wrap; word-break: break-word; max-width: 60em; max-height: 24em; overflow: auto;
+      background: #fff; color: #212121; border: 1px solid #9e9e9e; padding: .4em; margin: .3em 0 0;
+      font-size: .8em; }
+.legend span.swatch { display: inline-block; padding: .1em .5em; margin: .15em .3em .15em 0; border-radius: 3px; }
+"""
+
+
+def _css() -> str:
+    rules = [f".st-{key} {{ background: {bg}; color: {fg}; }}" for key, (_, _, bg, fg) in STYLES.items()]
+    return CSS + "\n".join(rules) + "\n"
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _panel(summary: str, excerpt: str) -> str:
+    """Text that opens on click to show an excerpt."""
+    if not excerpt:
+        return _e(summary)
+    return f"<details><summary>{_e(summary)}</summary><pre>{_e(excerpt)}</pre></details>"
+
+
+def _html_run(run: dict[str, Any] | None) -> str:
+    key = run_display(run)
+    emoji, label = STYLES[key][:2]
+    if run is None:
+        return f'<td class="run st-absent" title="{_e(label)}">{emoji}</td>'
+    text = f"{emoji} {run_text(run) or label}"
+    return f'<td class="run st-{key}" title="{_e(run_details(run))}">{_panel(text, str(run.get("error") or ""))}</td>'
+
+
+def _html_cell_header(cell: dict[str, Any]) -> str:
+    env = cell["env"]
+    info = [str(cell.get("description") or ""), versions_text(cell)]
+    if env.get("status"):
+        cached = " (cached)" if env.get("cached") else ""
+        seconds = f", {env['seconds']:.0f} s" if isinstance(env.get("seconds"), (int, float)) else ""
+        info.append(f"env {env['status']}{seconds}{cached}")
+    small = "<br>".join(_e(line) for line in info if line)
+    device = f" <span class='small'>[{_e(cell['device'])}]</span>" if cell.get("device") else ""
+    name = f'<span class="name">{_e(cell["cell"])}</span>'
+    return f'<th class="cell" scope="row">{name}{device}<div class="small">{small}</div></th>'
+
+
+def _no_runs_row(cell: dict[str, Any]) -> bool:
+    return not cell["runs"] and cell_display(cell) == "error"
+
+
+def _html_status(cell: dict[str, Any]) -> str:
+    key = cell_display(cell)
+    emoji, label = STYLES[key][:2]
+    why = cell_why(cell)
+    wall = cell.get("wall_time_s")
+    title = "\n".join(filter(None, [label, f"{wall:.0f} s" if isinstance(wall, (int, float)) else "", why]))
+    panel = _e(f"{emoji} {label}") if _no_runs_row(cell) else _panel(f"{emoji} {label}", why)  # else: beside it
+    return f'<td class="status st-{key}" title="{_e(title)}">{panel}</td>'
+
+
+def _html_why(cell: dict[str, Any], span: int) -> str:
+    """One cell across all run columns saying why a cell has no runs."""
+    why = cell_why(cell) or "no runs"
+    text = f"no runs: {_one_line(str(cell.get('reason') or why), 160)}"
+    return f'<td class="why st-error" colspan="{span}" title="{_e(why)}">{_panel(text, why)}</td>'
+
+
+def _html_row(cell: dict[str, Any], names: list[str]) -> str:
+    parts = [_html_cell_header(cell), _html_status(cell)]
+    if _no_runs_row(cell):
+        parts.append(_html_why(cell, max(1, len(names))))
+    else:
+        runs = _runs_by_name(cell)
+        parts += [_html_run(runs.get(name)) for name in names] or ['<td class="run st-absent">—</td>']
+    return "<tr>" + "".join(parts) + "</tr>"
+
+
+def _html_legend() -> str:
+    items = [
+        f'<span class="swatch st-{key}">{STYLES[key][0]} {_e(STYLES[key][1])}</span>{_e(text)}'
+        for key, text in LEGEND.items()
+    ]
+    return '<p class="legend">' + " &nbsp; ".join(items) + "</p>"
+
+
+def render_html(results: list[dict[str, Any]]) -> str:
+    """One self-contained page: a cells x runs grid coloured by status; errors on hover and click."""
+    names = run_names(results)
+    head = "".join(f'<th scope="col">{_e(name)}</th>' for name in names) or "<th>runs</th>"
+    rows = "\n".join(_html_row(cell, names) for cell in results)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>GRPO compatibility matrix</title>
+<style>{_css()}</style>
+</head>
+<body>
+<h1>GRPO compatibility matrix</h1>
+<p class="totals">{_e(totals_line(results))}</p>
+{_html_legend()}
+<p class="small">Hover a cell for its details; click an outcome to open its error excerpt.</p>
+<table>
+<thead><tr><th scope="col">Cell</th><th scope="col">Status</th>{head}</tr></thead>
+<tbody>
+{rows}
+</tbody>
+</table>
+</body>
+</html>
+"""
+
+
+# ---------------------------------------------------------------- files and CLI
+
+
+def write_reports(results_dir: str | Path) -> tuple[Path, Path]:
+    """Write summary.md and report.html into the results folder; return their paths."""
+    folder = Path(results_dir)
+    results = load_results(folder)
+    md_path, html_path = folder / "summary.md", folder / "report.html"
+    md_path.write_text(render_markdown(results), encoding="utf-8")
+    html_path.write_text(render_html(results), encoding="utf-8")
+    return md_path, html_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_dir", type=Path, help="folder of <cell>.json results")
+    args = parser.parse_args(argv)
+    if not args.results_dir.is_dir():
+        parser.error(f"not a folder: {args.results_dir}")
+    for path in write_reports(args.results_dir):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

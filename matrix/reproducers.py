@@ -1,0 +1,37 @@
+"""Known-failure reproducers: one per fix, run in every matrix cell whose versions they target.
+
+Each runs a smoke script with settings that break upstream. Unpatched, the run must fail the way
+the field reports say (``upstream``, a regex over the error); patched, it must fail with
+grpo_compat's message (``patched``) or, when ``patched`` is None, train.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    id: str
+    patch: str  # the patch id this reproducer proves
+    known_failure: str  # KF-n in ../shared/KNOWN_FAILURES.md
+    script: str  # "grpo" (TRL) or "swift" (ms-swift)
+    requires: tuple[str, ...]  # version window of the cell (requirement strings)
+    settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script
+    upstream: str  # regex the unpatched error must match
+    patched: str | None  # regex the patched error must match; None: the patched run must train
+
+
+REPRODUCERS = (
+    Reproducer(
+        id="single-generation",
+        patch="trl.num-generations-check",
+        known_failure="KF-2",
+        script="grpo",
+        requires=("trl>=0.14",),
+        settings=("num_generations=1",),
+        # 0.14-0.16: the misleading divisibility message; 0.17+: "at least 2 generations", no way forward.
+        upstream=r"evenly divisible by the number of generations per prompt \(1\)|requires at least 2 generations",
+        patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
+    ),
+)

@@ -1,0 +1,204 @@
+"""Run the matrix: build each cell's env, run its smoke runs and reproducers, write results.
+
+    grpo-compat matrix run [--cells a,b | --quick] [--device cpu|cuda] [--jobs N] [--results DIR]
+
+One JSON per cell (``<results>/<cell>.json``, rewritten after every run so an interrupted matrix
+still shows what it did), each run's own output under ``<results>/<cell>/``, then ``summary.md``
+and ``report.html``. A cell that fails, cannot build its env, or crashes the runner is written as
+such; the other cells go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+from matrix.envs import ENVS_DIR, Cell, EnvBuildError, ensure_env, env_is_ready
+from matrix.report import write_reports
+from matrix.runs import Run, command, judge, planned_runs
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_RESULTS = REPO / ".matrix" / "results"
+_print_lock = threading.Lock()
+_started = time.monotonic()
+
+
+def progress(message: str) -> None:
+    elapsed = int(time.monotonic() - _started)
+    with _print_lock:
+        print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", flush=True)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_environment(cell: Cell, env_dir: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env.update(
+        HF_HUB_OFFLINE="1",
+        MODELSCOPE_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        # DeepSpeed JIT-builds its CPU comm op; one cache per env so versions never rebuild each other's.
+        TORCH_EXTENSIONS_DIR=str(env_dir / "torch_extensions"),
+        PYTHONPATH=str(REPO),
+    )
+    if cell.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, plain_sha: str | None) -> dict:
+    output = folder / f"{run.slug}.json"
+    output.unlink(missing_ok=True)
+    argv = command(run, python, model_dir, output, cell.device, folder)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=run_environment(cell, python.parent.parent),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        log, _ = process.communicate(timeout=run.timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the launcher's worker processes too
+        log, _ = process.communicate()
+        timed_out = True
+    (folder / f"{run.slug}.log").write_text(log or "")
+    result = json.loads(output.read_text()) if output.exists() else None
+    if timed_out:
+        status, outcome = "timeout", f"no result after {run.timeout_s} s"
+    else:
+        status, outcome = judge(run, result, plain_sha)
+    error = (result or {}).get("error") or (None if status == "pass" else _tail(log or ""))
+    return {
+        "name": run.name,
+        "kind": run.kind,
+        "mode": run.mode,
+        "status": status,
+        "expectation": run.expectation,
+        "outcome": outcome,
+        "error": error,
+        "exit_code": process.returncode,
+        "loss": (result or {}).get("final_loss"),
+        "kl": (result or {}).get("kl"),
+        "weights_changed": (result or {}).get("all_trainable_params_changed"),
+        "weights_sha256": (result or {}).get("weights_sha256"),
+        "wall_time_s": round(time.monotonic() - started, 1),
+    }
+
+
+def installed_versions_in(python: Path, cell: Cell) -> dict[str, str | None]:
+    code = "import json; from grpo_compat.versions import installed_versions; print(json.dumps(installed_versions()))"
+    out = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=run_environment(cell, python.parent.parent),
+    )
+    return json.loads(out.stdout)
+
+
+def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None) -> dict:
+    record: dict = {
+        "cell": cell.name,
+        "description": cell.description,
+        "device": cell.device,
+        "pins": cell.pins,
+        "versions": None,
+        "env": {},
+        "status": "error",
+        "reason": None,
+        "runs": [],
+        "started": _now(),
+    }
+    path = results / f"{cell.name}.json"
+    started = time.monotonic()
+
+    def save() -> None:
+        record["finished"], record["wall_time_s"] = _now(), round(time.monotonic() - started, 1)
+        path.write_text(json.dumps(record, indent=2) + "\n")
+
+    try:
+        cached = env_is_ready(cell)
+        progress(f"{cell.name}: {'reusing' if cached else 'building'} env")
+        try:
+            python = ensure_env(cell, wheelhouse=wheelhouse)
+        except EnvBuildError as error:
+            record["env"] = {
+                "status": "failed",
+                "seconds": round(time.monotonic() - started, 1),
+                "cached": False,
+                "error": str(error),
+            }
+            record["reason"] = f"env build failed: {str(error).splitlines()[0]}"
+            progress(f"{cell.name}: env build FAILED")
+            return record
+        record["env"] = {
+            "status": "ok",
+            "seconds": round(time.monotonic() - started, 1),
+            "cached": cached,
+            "error": None,
+        }
+        record["versions"] = installed_versions_in(python, cell)
+        runs = planned_runs(record["versions"], cell.device)
+        folder = results / cell.name
+        folder.mkdir(parents=True, exist_ok=True)
+        model_dir = ENVS_DIR.parent / "models" / cell.name  # built by the cell's own transformers
+        plain_sha: dict[str, str | None] = {}
+        for index, run in enumerate(runs, 1):
+            progress(f"{cell.name} ({index}/{len(runs)}) {run.name} ...")
+            outcome = execute(run, python, cell, folder, model_dir, plain_sha.get(run.kind))
+            if run.mode == "plain":
+                plain_sha[run.kind] = outcome["weights_sha256"]
+            record["runs"].append(outcome)
+            progress(
+                f"{cell.name} ({index}/{len(runs)}) {run.name}: {outcome['status']} - {outcome['outcome']}"
+                f" ({outcome['wall_time_s']} s)"
+            )
+            save()
+        failed = [r for r in record["runs"] if r["status"] not in ("pass", "skipped")]
+        record["status"] = "fail" if failed else "pass"
+    except Exception as error:  # noqa: BLE001 - a runner crash is this cell's result, not the matrix's end
+        record["reason"] = f"runner crashed: {type(error).__name__}: {error}"
+        record["runner_traceback"] = traceback.format_exc()
+    finally:
+        save()
+    return record
+
+
+def run_matrix(cells: list[Cell], results: Path, jobs: int = 1, wheelhouse: Path | None = None) -> int:
+    results.mkdir(parents=True, exist_ok=True)
+    progress(f"matrix: {len(cells)} cell(s), {jobs} at a time -> {results}")
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        records = list(pool.map(lambda cell: run_cell(cell, results, wheelhouse), cells))
+    summary, page = write_reports(results)
+    for record in records:
+        progress(f"{record['cell']}: {record['status']}" + (f" ({record['reason']})" if record["reason"] else ""))
+    progress(f"summary: {summary}\n        report:  {page}")
+    return 0 if all(record["status"] == "pass" for record in records) else 1
+
+
+if __name__ == "__main__":
+    from grpo_compat.cli import main
+
+    sys.exit(main(["matrix", "run", *sys.argv[1:]]))

@@ -1,0 +1,149 @@
+"""Which runs a matrix cell gets, and how each is launched and judged.
+
+Run kinds: ``single`` (one process), ``ddp`` (2 processes, gloo on CPU), ``zero2`` / ``zero3``
+(DeepSpeed, 2 processes) for cells with deepspeed, ``swift`` (ms-swift GRPO) for ms-swift cells;
+each plain and patched. Then every reproducer of matrix/reproducers.py whose window the cell's
+versions fall in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_compat.versions import window_problem
+from matrix.reproducers import REPRODUCERS
+
+MATRIX = Path(__file__).resolve().parent
+SCRIPTS = {"grpo": MATRIX / "smoke_grpo.py", "swift": MATRIX / "smoke_swift.py"}
+STEPS = 3
+
+
+@dataclass(frozen=True)
+class Run:
+    kind: str  # single | ddp | zero2 | zero3 | swift | repro:<id>
+    mode: str  # plain | patched
+    script: str  # key of SCRIPTS
+    launcher: str = "python"  # python | ddp | zero2 | zero3
+    settings: tuple[str, ...] = ()
+    expect_error: str | None = None  # regex over the error; None: the run must train
+    expectation: str = "trains"
+    timeout_s: int = 900
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}/{self.mode}"
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^\w.-]+", "_", self.name)
+
+
+def _pair(kind: str, script: str, launcher: str = "python") -> list[Run]:
+    patched_expectation = "trains, weights identical to plain"
+    return [
+        Run(kind, "plain", script, launcher),
+        Run(kind, "patched", script, launcher, expectation=patched_expectation),
+    ]
+
+
+def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
+    runs: list[Run] = []
+    if versions.get("ms-swift"):
+        runs += _pair("swift", "swift")
+    else:
+        runs += _pair("single", "grpo")
+        if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only
+            runs += _pair("ddp", "grpo", "ddp")
+            if versions.get("deepspeed"):
+                runs += _pair("zero2", "grpo", "zero2") + _pair("zero3", "grpo", "zero3")
+    script = "swift" if versions.get("ms-swift") else "grpo"
+    for reproducer in REPRODUCERS:
+        if reproducer.script != script or window_problem(reproducer.requires, versions):
+            continue
+        kind = f"repro:{reproducer.id}"
+        runs.append(
+            Run(
+                kind,
+                "plain",
+                script,
+                settings=reproducer.settings,
+                expect_error=reproducer.upstream,
+                expectation=f"upstream fails ({reproducer.known_failure})",
+            )
+        )
+        patched_expectation = "grpo_compat's message" if reproducer.patched else "trains"
+        runs.append(
+            Run(
+                kind,
+                "patched",
+                script,
+                settings=reproducer.settings,
+                expect_error=reproducer.patched,
+                expectation=patched_expectation,
+            )
+        )
+    return runs
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def deepspeed_config(stage: int, folder: Path) -> Path:
+    path = folder / f"zero{stage}.json"
+    auto = "auto"
+    path.write_text(
+        json.dumps(
+            {
+                "zero_optimization": {"stage": stage},
+                "train_micro_batch_size_per_gpu": auto,
+                "gradient_accumulation_steps": auto,
+                "train_batch_size": auto,
+                "bf16": {"enabled": auto},
+                "fp16": {"enabled": auto},
+            },
+            indent=2,
+        )
+    )
+    return path
+
+
+def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, scratch: Path) -> list[str]:
+    """The command line of one run, inside the cell's env."""
+    script = [str(SCRIPTS[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
+    script += ["--model-dir", str(model_dir), "--output", str(output)]
+    script += [arg for setting in run.settings for arg in ("--set", setting)]
+    if run.launcher == "python":
+        return [str(python), *script]
+    launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]
+    launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    if run.launcher == "ddp":
+        # --multi_gpu falls back to gloo CPU processes; --cpu would start only one process.
+        return [*launch, "--multi_gpu", *script]
+    stage = int(run.launcher.removeprefix("zero"))
+    return [*launch, "--use_deepspeed", "--deepspeed_config_file", str(deepspeed_config(stage, scratch)), *script]
+
+
+def judge(run: Run, result: dict | None, plain_sha: str | None) -> tuple[str, str]:
+    """(status, outcome) of a finished run from its JSON result (None when none was written)."""
+    if result is None:
+        return "fail", "crashed before writing a result"
+    error = result.get("error") or ""
+    first_line = error.splitlines()[0][:160] if error else ""
+    if run.expect_error is not None:
+        if result.get("status") == "error" and re.search(run.expect_error, error, re.S):
+            return "pass", first_line
+        return "fail", first_line or "trained, but an error was expected"
+    if result.get("status") != "ok":
+        return "fail", first_line
+    if not result.get("all_trainable_params_changed"):
+        return "fail", f"weights did not change: {', '.join(result.get('unchanged_params') or [])[:120]}"
+    if run.mode == "patched" and plain_sha and result.get("weights_sha256") != plain_sha:
+        return "fail", "trained, but weights differ from the plain run"
+    return "pass", "trained"

@@ -1,0 +1,166 @@
+"""A few GRPO steps with ms-swift's `rlhf` pipeline, in-process, on the tiny offline Qwen2; writes a JSON result.
+
+    python matrix/smoke_swift.py --mode plain --steps 3 --output plain.json
+    python matrix/smoke_swift.py --mode patched --set num_generations=1 --output patched.json
+
+The ms-swift counterpart of smoke_grpo.py, with the same CLI and result fields. Swift runs in this
+process through the entry `swift rlhf` itself uses (`SwiftRLHF(argv).main()`, i.e. `rlhf_main`), so a
+plain and a patched run differ only by `grpo_compat.apply()`. The same file runs on ms-swift 3.5 to
+4.x: the 4.0 module moves and the `train_type` -> `tuner_type` rename are feature-detected in
+`swift_api` / `swift_argv`. `--set KEY=VALUE` adds or overrides a swift argument (a JSON list
+gives several values). Full fine-tuning in fp32 on CPU, one process. Exits non-zero when the run
+fails, after writing the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from grpo_compat.testing.smoke import (
+    last_logged,
+    length_reward,
+    parse_args,
+    prompt_texts,
+    run_smoke,
+    snapshot,
+    weight_change,
+)
+
+REWARD_NAME = "grpo_compat_smoke_length"
+
+
+def swift_api() -> SimpleNamespace:
+    """The pipeline class, argument class and reward registry of the installed ms-swift."""
+    if importlib.util.find_spec("swift.pipelines"):  # ms-swift 4.x layout
+        from swift.arguments import RLHFArguments
+        from swift.pipelines.train.rlhf import SwiftRLHF
+        from swift.rewards import ORM, orms
+    else:  # 3.x: swift.llm and swift.plugin
+        from swift.llm import RLHFArguments
+        from swift.llm.train.rlhf import SwiftRLHF
+        from swift.plugin import ORM, orms
+    return SimpleNamespace(pipeline=SwiftRLHF, arguments=RLHFArguments, orm=ORM, orms=orms)
+
+
+def register_reward(api: SimpleNamespace) -> None:
+    class SmokeLengthReward(api.orm):  # type: ignore[name-defined,misc]
+        def __call__(self, completions: list, **kwargs: Any) -> list[float]:
+            return length_reward(completions)
+
+    api.orms[REWARD_NAME] = SmokeLengthReward
+
+
+def write_dataset(path: Path) -> Path:
+    # One user turn per row: GRPO generates the assistant turn.
+    rows = [{"messages": [{"role": "user", "content": text}]} for text in prompt_texts()]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def as_argv(key: str, value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    return [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+
+
+def swift_argv(
+    api: SimpleNamespace, model_dir: Path, dataset: Path, output_dir: str, args: argparse.Namespace
+) -> tuple[list[str], list[str]]:
+    """The `swift rlhf` arguments for this install; requested arguments it lacks are dropped and named."""
+    known = {f.name for f in dataclasses.fields(api.arguments)}
+    wanted: dict[str, Any] = {
+        "rlhf_type": "grpo",
+        "model": str(model_dir),
+        "model_type": "qwen2",
+        "template": "qwen2_5",
+        ("tuner_type" if "tuner_type" in known else "train_type"): "full",  # renamed in 4.0
+        "torch_dtype": "float32",
+        "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
+        "dataset": str(dataset),
+        "split_dataset_ratio": 0,  # no eval split of the 16 prompts
+        "reward_funcs": REWARD_NAME,
+        "output_dir": output_dir,
+        "add_version": False,  # no v0-<timestamp> subfolder
+        "max_steps": args.steps,
+        "seed": args.seed,
+        "data_seed": args.seed,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 8,
+        "temperature": 1.0,
+        "learning_rate": 1e-5,
+        "beta": 0.04,  # > 0: a reference model, and KL is logged
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+        "dataset_num_proc": 1,
+    }
+    wanted.update(args.config_overrides)
+    argv = [arg for key, value in wanted.items() if key in known for arg in as_argv(key, value)]
+    return argv, sorted(set(wanted) - known)
+
+
+def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
+    # Offline before anything imports huggingface_hub or modelscope.
+    os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.mode == "patched":
+        import grpo_compat  # before swift, so patches hook its import
+
+        grpo_compat.apply()
+    import transformers
+
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    # Stable default path, shared with smoke_grpo.py runs of the same transformers.
+    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
+    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+
+    api = swift_api()
+    register_reward(api)
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    dataset = write_dataset(Path(output_dir) / "smoke_prompts.jsonl")
+    argv, result["config_fields_dropped"] = swift_argv(api, model_dir, dataset, output_dir, args)
+    pipeline = api.pipeline(argv)  # parses and checks the arguments, loads model and reference model
+    swift_train = pipeline.train
+
+    def measured_train(trainer: Any) -> Any:
+        # Wraps this one pipeline object only (same in both modes): weights around trainer.train().
+        trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+        before = snapshot(trainer.model)
+        started = time.perf_counter()
+        try:
+            return swift_train(trainer)
+        finally:
+            result["train_time_s"] = round(time.perf_counter() - started, 3)
+            logs = trainer.state.log_history
+            result.update(
+                steps=trainer.state.global_step,
+                final_loss=last_logged(logs, "loss"),
+                kl=last_logged(logs, "kl"),
+                reward_std=last_logged(logs, "reward_std"),
+                **weight_change(trainable, before, snapshot(trainer.model)),
+            )
+
+    pipeline.train = measured_train
+    pipeline.main()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__.splitlines()[0], "swift rlhf argument (JSON value; a list gives several)", argv)
+    return run_smoke("smoke_swift", args, train)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
