@@ -44,8 +44,7 @@ concurrency:
 
 # CI runners have no /opt/wheels: the env builder falls back to PyPI, and torch must come from
 # PyTorch's CPU index (best-match across indexes picks 2.x.y+cpu over PyPI's CUDA build).
-# A cell's exclude_newer date predates its torch pin, and PyTorch's index gives no upload times,
-# so torch alone is exempt from the date filter (a uv config, as uv has no env var for it).
+# (matrix/envs.py exempts torch from a cell's exclude_newer date: the torch pin is newer.)
 CPU_JOB = """\
   cpu:
     name: cpu ${{ matrix.cell }}
@@ -68,8 +67,6 @@ CPU_JOB = """\
         run: |
           python -m pip install --upgrade pip uv
           python -m pip install --editable .
-          printf 'exclude-newer-package = { torch = false }\\n' > "$RUNNER_TEMP/uv.toml"
-          echo "UV_CONFIG_FILE=$RUNNER_TEMP/uv.toml" >> "$GITHUB_ENV"
       - uses: actions/cache@v4
         with:
           path: ~/.cache/uv

@@ -1,0 +1,108 @@
+"""The matrix runner: a broken cell or a crashing run is a result with its reason, never a hang or a gap."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from matrix import runner, runs
+from matrix.envs import Cell, load_cells, quick_cells
+from matrix.reproducers import REPRODUCERS
+from matrix.runs import Run, judge, planned_runs
+
+CELL = Cell(name="local", pins={"torch": "2.13.0"})
+
+
+def test_unsatisfiable_pins_make_an_error_cell_with_the_reason(tmp_path):
+    broken = Cell(name="broken-pins", pins={"torch": "2.13.0", "trl": "0.0.999"})
+    record = runner.run_cell(broken, tmp_path)
+    assert record["status"] == "error"
+    assert record["reason"].startswith("env build failed")
+    assert "trl==0.0.999" in record["env"]["error"]
+    assert json.loads((tmp_path / "broken-pins.json").read_text())["status"] == "error"
+
+
+@pytest.fixture
+def fake_script(tmp_path, monkeypatch):
+    def install(source: str) -> None:
+        script = tmp_path / "script.py"
+        script.write_text(source)
+        monkeypatch.setitem(runs.SCRIPTS, "fake", script)
+
+    return install
+
+
+def run_fake(tmp_path: Path, **options) -> dict:
+    run = Run("single", "plain", "fake", **options)
+    return runner.execute(run, Path(sys.executable), CELL, tmp_path, tmp_path / "model", None)
+
+
+def test_a_script_that_crashes_is_a_failed_run_with_its_output(fake_script, tmp_path):
+    fake_script("raise RuntimeError('smoke script exploded')\n")
+    outcome = run_fake(tmp_path)
+    assert (outcome["status"], outcome["outcome"]) == ("fail", "crashed before writing a result")
+    assert "smoke script exploded" in outcome["error"]
+
+
+def test_a_run_that_hangs_is_stopped_and_reported_as_a_timeout(fake_script, tmp_path):
+    fake_script("import time\ntime.sleep(60)\n")
+    outcome = run_fake(tmp_path, timeout_s=2)
+    assert outcome["status"] == "timeout"
+    assert outcome["wall_time_s"] < 30
+
+
+def test_a_runner_crash_is_the_cells_result_and_the_json_is_written(tmp_path, monkeypatch):
+    def explode(*args, **kwargs):
+        raise KeyError("no such run kind")
+
+    monkeypatch.setattr(runner, "planned_runs", explode)
+    cells, default = load_cells()
+    record = runner.run_cell(cells[default], tmp_path)
+    assert record["status"] == "error"
+    assert "runner crashed: KeyError" in record["reason"]
+    assert json.loads((tmp_path / f"{default}.json").read_text())["reason"] == record["reason"]
+
+
+def test_patched_run_must_reproduce_the_plain_weights():
+    result = {"status": "ok", "all_trainable_params_changed": True, "weights_sha256": "b"}
+    patched = Run("single", "patched", "grpo")
+    assert judge(patched, result, plain_sha="a") == ("fail", "trained, but weights differ from the plain run")
+    assert judge(patched, result, plain_sha="b") == ("pass", "trained")
+    assert (
+        judge(patched, {**result, "all_trainable_params_changed": False, "unchanged_params": ["w"]}, "b")[0] == "fail"
+    )
+
+
+def test_expected_upstream_failure_passes_only_with_the_expected_message():
+    run = Run("repro:x", "plain", "grpo", expect_error=r"evenly divisible")
+    assert judge(run, {"status": "error", "error": "ValueError: must be evenly divisible"}, None)[0] == "pass"
+    assert judge(run, {"status": "error", "error": "ValueError: something else"}, None)[0] == "fail"
+    assert judge(run, {"status": "ok", "error": None}, None)[0] == "fail"
+
+
+def test_run_plan_follows_the_cells_versions():
+    trl_cell = planned_runs({"trl": "0.16.1", "deepspeed": "0.16.5"}, "cpu")
+    names = [run.name for run in trl_cell]
+    assert names[:8] == [
+        f"{kind}/{mode}" for kind in ("single", "ddp", "zero2", "zero3") for mode in ("plain", "patched")
+    ]
+    assert "repro:single-generation/plain" in names
+    assert [r.kind for r in planned_runs({"trl": "1.16.0"}, "cuda")][:2] == ["single", "single"]
+    swift = [run.name for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu")]
+    assert swift[:2] == ["swift/plain", "swift/patched"]
+
+
+def test_every_patch_has_a_reproducer_in_the_matrix():
+    from grpo_compat.registry import registered_patches
+
+    proven = {reproducer.patch for reproducer in REPRODUCERS}
+    assert {patch.id for patch in registered_patches()} <= proven
+
+
+def test_quick_cells_exist_and_include_the_newest_and_trl_0_16():
+    cells, default = load_cells()
+    assert set(quick_cells()) <= set(cells)
+    assert {default, "trl-0.16"} <= set(quick_cells())
