@@ -90,21 +90,26 @@ def quick_cells(path: Path = CELLS_FILE) -> list[str]:
     return list(tomllib.loads(path.read_text()).get("quick", []))
 
 
-def pip_find_links() -> list[str]:
-    """The find-links of pip's configuration (uv does not read it; the CPU torch wheel is there).
-
-    Asked of whichever pip exists: uv-built envs (this one, maybe) have none of their own.
-    """
-    links = os.environ.get("PIP_FIND_LINKS", "").split()
+def pip_command() -> list[str]:
+    """A pip that runs here: uv-built envs (this one, maybe) have none of their own."""
     for pip in ([sys.executable, "-m", "pip"], ["python3", "-m", "pip"], ["pip"]):
         try:
-            listing = subprocess.run([*pip, "config", "list"], capture_output=True, text=True, timeout=60)
+            if subprocess.run([*pip, "--version"], capture_output=True, timeout=60).returncode == 0:
+                return pip
         except (OSError, subprocess.SubprocessError):
             continue
-        if listing.returncode == 0:
-            for match in re.finditer(r"find-links='([^']*)'", listing.stdout):
-                links += match.group(1).split()
-            break
+    raise EnvBuildError("no pip found: install python3-pip")
+
+
+def pip_find_links() -> list[str]:
+    """The find-links of pip's configuration (uv does not read it; the CPU torch wheel is there)."""
+    links = os.environ.get("PIP_FIND_LINKS", "").split()
+    try:
+        listing = subprocess.run([*pip_command(), "config", "list"], capture_output=True, text=True, timeout=60)
+        for match in re.finditer(r"find-links='([^']*)'", listing.stdout):
+            links += match.group(1).split()
+    except (EnvBuildError, OSError, subprocess.SubprocessError):
+        pass
     return list(dict.fromkeys(links))
 
 
@@ -135,11 +140,19 @@ def env_is_ready(cell: Cell, path: Path | None = None, extras: str = "") -> bool
     return marker.exists() and marker.read_text() == f"{cell.fingerprint()} {extras}" and (env / "bin/python").exists()
 
 
+def _sources(cell: Cell) -> list[str]:
+    """Where uv finds packages: PyPI plus pip's find-links, and the cell's release-era date."""
+    links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    # The date holds back indirect dependencies; torch is pinned and newer than most dates.
+    dated = ["--exclude-newer", cell.exclude_newer, "--exclude-newer-package", "torch=false"]
+    return links + (dated if cell.exclude_newer else [])
+
+
 def ensure_env(cell: Cell, path: Path | None = None, extras: str = "", wheelhouse: Path | None = None) -> Path:
     """The python of the cell's env, building it when missing or half-built.
 
-    With ``wheelhouse`` nothing is downloaded: every package comes from that folder (GPU machines
-    have no network; fill it beforehand with ``matrix/envs.py wheels``).
+    With ``wheelhouse`` nothing is downloaded: every package comes from that folder, filled
+    beforehand by :func:`fill_wheelhouse` (GPU machines have no network).
     """
     env = path or env_path(cell)
     python = env / "bin" / "python"
@@ -152,35 +165,67 @@ def ensure_env(cell: Cell, path: Path | None = None, extras: str = "", wheelhous
         log = ENVS_DIR.parent / f"{env.name}.log"
         log.write_text("")
         uv = uv_command()
-        links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
-        if wheelhouse is not None:
-            links = ["--offline", "--no-index", "--find-links", str(wheelhouse)]
-        # The date holds back indirect dependencies; torch is pinned and newer than most dates.
-        dated = (
-            ["--exclude-newer", cell.exclude_newer, "--exclude-newer-package", "torch=false"]
-            if cell.exclude_newer
-            else []
-        )
         system = ["--system-site-packages"] if cell.uses_preinstalled_torch else []
         _run([*uv, "venv", "--quiet", *system, "--python", sys.executable, str(env)], log)
-        _run(
-            [
-                *uv,
-                "pip",
-                "install",
-                "--compile-bytecode",
-                "--python",
-                str(python),
-                *links,
-                *dated,
-                *cell.requirements(),
-            ],
-            log,
-        )
+        install = [*uv, "pip", "install", "--compile-bytecode", "--python", str(python)]
+        if wheelhouse is None:
+            sources = _sources(cell)
+            _run([*install, *sources, *cell.requirements()], log)
+        else:
+            # The wheelhouse's requirements.txt is the whole resolved closure (less a preinstalled torch).
+            sources = ["--offline", "--no-index", "--find-links", str(wheelhouse)]
+            _run([*install, *sources, "--no-deps", "-r", str(wheelhouse / "requirements.txt")], log)
         project = f"{REPO}[{extras}]" if extras else str(REPO)
-        _run([*uv, "pip", "install", "--python", str(python), *links, "--editable", project], log)
+        _run([*install, *sources, "--editable", project], log)
         (env / ".grpo-compat-env").write_text(f"{cell.fingerprint()} {extras}")
     return python
+
+
+def fill_wheelhouse(cell: Cell, out: Path, preinstalled_torch: str | None = None) -> Path:
+    """Download every wheel the cell's env needs into ``out``, for an offline machine.
+
+    ``preinstalled_torch`` is the version of the torch the target machine already has (for
+    "preinstalled" cells): the closure is resolved against it and leaves it out.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "wheelhouse.log"
+    log.write_text("")
+    requirements = out / "requirements.in"
+    pins = [*cell.requirements(), "setuptools>=68"]  # setuptools: to build the editable project offline
+    if cell.uses_preinstalled_torch:
+        if not preinstalled_torch:
+            raise EnvBuildError(f"cell {cell.name} uses the target's torch: give its version (--torch-version)")
+        pins.append(f"torch=={preinstalled_torch}")
+    requirements.write_text("\n".join(pins) + "\n")
+    skip_torch = ["--no-emit-package", "torch"] if cell.uses_preinstalled_torch else []
+    _run(
+        [
+            *uv_command(),
+            "pip",
+            "compile",
+            "--quiet",
+            *_sources(cell),
+            *skip_torch,
+            str(requirements),
+            "-o",
+            str(out / "requirements.txt"),
+        ],
+        log,
+    )
+    _run(
+        [
+            *pip_command(),
+            "wheel",  # not `download`: packages published only as sdists (deepspeed) are built here
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(out),
+            "-r",
+            str(out / "requirements.txt"),
+        ],
+        log,
+    )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,13 +235,21 @@ def main(argv: list[str] | None = None) -> int:
     ensure.add_argument("cell", nargs="?", help="cell name (default: the default cell)")
     ensure.add_argument("--path", type=Path, help="where to put the env instead of .matrix/envs")
     ensure.add_argument("--extras", default="", help="extras of grpo-compat to install, e.g. dev")
+    ensure.add_argument("--wheelhouse", type=Path, help="install offline from this folder (see `wheels`)")
+    wheels = sub.add_parser("wheels", help="download every wheel a cell needs, for an offline machine")
+    wheels.add_argument("cell")
+    wheels.add_argument("--out", type=Path, required=True, help="the wheelhouse folder to fill")
+    wheels.add_argument("--torch-version", help="the torch the target machine has (preinstalled cells)")
     args = parser.parse_args(argv)
     cells, default = load_cells()
     name = args.cell or default
     if name not in cells:
         parser.error(f"unknown cell {name!r}; cells: {', '.join(cells)}")
     try:
-        print(ensure_env(cells[name], args.path, args.extras))
+        if args.command == "wheels":
+            print(fill_wheelhouse(cells[name], args.out, args.torch_version))
+        else:
+            print(ensure_env(cells[name], args.path, args.extras, args.wheelhouse))
     except EnvBuildError as error:
         print(f"error: cell {name}: {error}", file=sys.stderr)
         return 1

@@ -34,4 +34,15 @@ REPRODUCERS = (
         upstream=r"evenly divisible by the number of generations per prompt \(1\)|requires at least 2 generations",
         patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
     ),
+    Reproducer(
+        id="single-generation-swift",
+        patch="trl.num-generations-check",
+        known_failure="KF-2",
+        script="swift",
+        requires=("ms-swift>=3.1.1",),
+        settings=("num_generations=1",),
+        # 3.x: trl's GRPOConfig check; 4.x: swift's own "num_generations must be greater than 1".
+        upstream=r"requires at least 2 generations|num_generations must be greater than 1",
+        patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
+    ),
 )

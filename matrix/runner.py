@@ -54,7 +54,6 @@ def run_environment(cell: Cell, env_dir: Path) -> dict[str, str]:
         TOKENIZERS_PARALLELISM="false",
         # DeepSpeed JIT-builds its CPU comm op; one cache per env so versions never rebuild each other's.
         TORCH_EXTENSIONS_DIR=str(env_dir / "torch_extensions"),
-        PYTHONPATH=str(REPO),
     )
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -8,8 +8,8 @@ process through the entry `swift rlhf` itself uses (`SwiftRLHF(argv).main()`, i.
 plain and a patched run differ only by `grpo_compat.apply()`. The same file runs on ms-swift 3.5 to
 4.x: the 4.0 module moves and the `train_type` -> `tuner_type` rename are feature-detected in
 `swift_api` / `swift_argv`. `--set KEY=VALUE` adds or overrides a swift argument (a JSON list
-gives several values). Full fine-tuning in fp32 on CPU, one process. Exits non-zero when the run
-fails, after writing the JSON.
+gives several values). Full fine-tuning, one process: fp32 on CPU (`--device cuda`: bf16, not yet
+tried on a GPU). Exits non-zero when the run fails, after writing the JSON.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def swift_argv(
         "model_type": "qwen2",
         "template": "qwen2_5",
         ("tuner_type" if "tuner_type" in known else "train_type"): "full",  # renamed in 4.0
-        "torch_dtype": "float32",
+        "torch_dtype": "bfloat16" if args.device == "cuda" else "float32",
         "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
         "dataset": str(dataset),
         "split_dataset_ratio": 0,  # no eval split of the 16 prompts
@@ -115,6 +115,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     # Offline before anything imports huggingface_hub or modelscope.
     os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # swift takes a GPU whenever it sees one
     if args.mode == "patched":
         import grpo_compat  # before swift, so patches hook its import
 

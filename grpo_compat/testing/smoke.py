@@ -36,6 +36,7 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--model-dir", help="tiny model directory, built if missing")
     p.add_argument("--output", help="path of the JSON result")
     p.add_argument("--output-dir", help="trainer output_dir (default: a temp dir)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda runs in bf16")
     p.add_argument("--print-report", action="store_true", help="print grpo_compat's report (patched mode)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     args = p.parse_args(argv)
