@@ -191,7 +191,8 @@ def fill_wheelhouse(cell: Cell, out: Path, preinstalled_torch: str | None = None
     log = out / "wheelhouse.log"
     log.write_text("")
     requirements = out / "requirements.in"
-    pins = [*cell.requirements(), "setuptools>=68"]  # setuptools: to build the editable project offline
+    # setuptools builds the editable project offline; uv itself is needed there to build the env.
+    pins = [*cell.requirements(), "setuptools>=68", "uv"]
     if cell.uses_preinstalled_torch:
         if not preinstalled_torch:
             raise EnvBuildError(f"cell {cell.name} uses the target's torch: give its version (--torch-version)")

@@ -164,7 +164,7 @@ def cell_why(cell: dict[str, Any]) -> str:
 def versions_text(cell: dict[str, Any]) -> str:
     versions = cell.get("versions") if isinstance(cell.get("versions"), dict) else None
     source = versions or (cell.get("pins") if isinstance(cell.get("pins"), dict) else {}) or {}
-    return ", ".join(f"{key} {source[key]}" for key in VERSION_KEYS if key in source)
+    return ", ".join(f"{key} {source[key]}" for key in VERSION_KEYS if source.get(key))
 
 
 def totals(results: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
