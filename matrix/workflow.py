@@ -72,21 +72,7 @@ CPU_JOB = """\
           path: ~/.cache/uv
           key: uv-${{ runner.os }}-${{ matrix.cell }}-${{ hashFiles('matrix/cells.toml', 'matrix/envs.py') }}
           restore-keys: uv-${{ runner.os }}-${{ matrix.cell }}-
-      - name: Run the cell
-        run: grpo-compat matrix run --cells ${{ matrix.cell }} --device cpu --results results/
-      - name: Report
-        if: always()
-        run: |
-          mkdir -p results
-          python matrix/report.py results/
-          cat results/summary.md >> "$GITHUB_STEP_SUMMARY"
-      - uses: actions/upload-artifact@v4
-        if: always()
-        with:
-          name: @DEVICE@-${{ matrix.cell }}
-          path: results/
-          if-no-files-found: warn
-"""
+@RUN_AND_REPORT@"""
 
 # Self-hosted GPU machines carry their own CUDA torch ("preinstalled" in cells.toml): grpo-compat
 # runs from a venv that sees the system site-packages, and the cell env is built the same way.
@@ -110,8 +96,12 @@ GPU_JOB = """\
           "$RUNNER_TEMP/ci/bin/python" -m pip install --upgrade pip uv
           "$RUNNER_TEMP/ci/bin/python" -m pip install --editable .
           echo "$RUNNER_TEMP/ci/bin" >> "$GITHUB_PATH"
+@RUN_AND_REPORT@"""
+
+# The same last steps for both jobs: run the cell, show its summary, keep its results.
+RUN_AND_REPORT = """\
       - name: Run the cell
-        run: grpo-compat matrix run --cells ${{ matrix.cell }} --device cuda --results results/
+        run: grpo-compat matrix run --cells ${{ matrix.cell }} --device @DEVICE@ --results results/
       - name: Report
         if: always()
         run: |
@@ -121,7 +111,7 @@ GPU_JOB = """\
       - uses: actions/upload-artifact@v4
         if: always()
         with:
-          name: @DEVICE@-${{ matrix.cell }}
+          name: @PREFIX@-${{ matrix.cell }}
           path: results/
           if-no-files-found: warn
 """
@@ -171,8 +161,9 @@ def _cell_list(names: list[str]) -> str:
     return "\n".join(f"          - {json.dumps(name)}" for name in names)
 
 
-def _job(template: str, cells: list[str], prefix: str) -> str:
-    return template.replace("@CELLS@", _cell_list(cells)).replace("@DEVICE@", prefix)
+def _job(template: str, cells: list[str], prefix: str, device: str) -> str:
+    job = template.replace("@RUN_AND_REPORT@", RUN_AND_REPORT).replace("@CELLS@", _cell_list(cells))
+    return job.replace("@DEVICE@", device).replace("@PREFIX@", prefix)
 
 
 def render_workflow(cells_file: Path = CELLS_FILE) -> str:
@@ -180,9 +171,9 @@ def render_workflow(cells_file: Path = CELLS_FILE) -> str:
     cpu, gpu = split_cells(cells_file)
     jobs = []
     if cpu:
-        jobs += [_job(CPU_JOB, cpu, "cpu"), REPORT_JOB]
+        jobs += [_job(CPU_JOB, cpu, "cpu", "cpu"), REPORT_JOB]
     if gpu:
-        jobs.append(_job(GPU_JOB, gpu, "gpu"))
+        jobs.append(_job(GPU_JOB, gpu, "gpu", GPU_DEVICE))
     return HEADER + "\njobs:\n" + "\n".join(jobs)
 
 
