@@ -60,7 +60,28 @@ def run_environment(cell: Cell, env_dir: Path) -> dict[str, str]:
     return env
 
 
+def _record(run: Run, status: str, outcome: str, **fields: object) -> dict:
+    record = {
+        "name": run.name,
+        "kind": run.kind,
+        "mode": run.mode,
+        "status": status,
+        "expectation": run.expectation,
+        "outcome": outcome,
+        "error": None,
+        "exit_code": None,
+        "loss": None,
+        "kl": None,
+        "weights_changed": None,
+        "weights_sha256": None,
+        "wall_time_s": None,
+    }
+    return {**record, **fields}
+
+
 def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, plain_sha: str | None) -> dict:
+    if run.skip:
+        return _record(run, "skipped", run.skip)
     output = folder / f"{run.slug}.json"
     output.unlink(missing_ok=True)
     argv = command(run, python, model_dir, output, cell.device, folder)
@@ -87,22 +108,19 @@ def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, p
         status, outcome = "timeout", f"no result after {run.timeout_s} s"
     else:
         status, outcome = judge(run, result, plain_sha)
-    error = (result or {}).get("error") or (None if status == "pass" else _tail(log or ""))
-    return {
-        "name": run.name,
-        "kind": run.kind,
-        "mode": run.mode,
-        "status": status,
-        "expectation": run.expectation,
-        "outcome": outcome,
-        "error": error,
-        "exit_code": process.returncode,
-        "loss": (result or {}).get("final_loss"),
-        "kl": (result or {}).get("kl"),
-        "weights_changed": (result or {}).get("all_trainable_params_changed"),
-        "weights_sha256": (result or {}).get("weights_sha256"),
-        "wall_time_s": round(time.monotonic() - started, 1),
-    }
+    result = result or {}
+    return _record(
+        run,
+        status,
+        outcome,
+        error=result.get("error") or (None if status == "pass" else _tail(log or "")),
+        exit_code=process.returncode,
+        loss=result.get("final_loss"),
+        kl=result.get("kl"),
+        weights_changed=result.get("all_trainable_params_changed"),
+        weights_sha256=result.get("weights_sha256"),
+        wall_time_s=round(time.monotonic() - started, 1),
+    )
 
 
 def installed_versions_in(python: Path, cell: Cell) -> dict[str, str | None]:

@@ -32,6 +32,7 @@ class Run:
     expect_error: str | None = None  # regex over the error; None: the run must train
     expectation: str = "trains"
     timeout_s: int = 900
+    skip: str | None = None  # why this run is not run here
 
     @property
     def name(self) -> str:
@@ -42,11 +43,18 @@ class Run:
         return re.sub(r"[^\w.-]+", "_", self.name)
 
 
-def _pair(kind: str, script: str, launcher: str = "python") -> list[Run]:
+# Measured here: with torch 2.13 on CPU, ZeRO-3 of DeepSpeed 0.16.5 to 0.19.0 hands some small
+# parameters garbage values at load in about 60% of runs (0.19.8: none in 9 runs). An upstream
+# CPU/gloo defect outside GRPO, random per run, so these runs are skipped with the reason shown.
+ZERO3_CPU_WINDOW = ("deepspeed>=0.19.8",)
+ZERO3_CPU_SKIP = "DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load (upstream, random per run)"
+
+
+def _pair(kind: str, script: str, launcher: str = "python", skip: str | None = None) -> list[Run]:
     patched_expectation = "trains, weights identical to plain"
     return [
-        Run(kind, "plain", script, launcher),
-        Run(kind, "patched", script, launcher, expectation=patched_expectation),
+        Run(kind, "plain", script, launcher, skip=skip),
+        Run(kind, "patched", script, launcher, expectation=patched_expectation, skip=skip),
     ]
 
 
@@ -59,7 +67,8 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only
             runs += _pair("ddp", "grpo", "ddp")
             if versions.get("deepspeed"):
-                runs += _pair("zero2", "grpo", "zero2") + _pair("zero3", "grpo", "zero3")
+                skip = ZERO3_CPU_SKIP if window_problem(ZERO3_CPU_WINDOW, versions) else None
+                runs += _pair("zero2", "grpo", "zero2") + _pair("zero3", "grpo", "zero3", skip)
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
         if reproducer.script != script or window_problem(reproducer.requires, versions):
@@ -140,6 +149,8 @@ def judge(run: Run, result: dict | None, plain_sha: str | None) -> tuple[str, st
         if result.get("status") == "error" and re.search(run.expect_error, error, re.S):
             return "pass", first_line
         return "fail", first_line or "trained, but an error was expected"
+    if result.get("corrupted_at_load"):
+        return "fail", f"weights corrupted at load: {', '.join(result['corrupted_at_load'])[:120]}"
     if result.get("status") != "ok":
         return "fail", first_line
     if not result.get("all_trainable_params_changed"):

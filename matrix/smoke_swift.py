@@ -152,7 +152,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
                 final_loss=last_logged(logs, "loss"),
                 kl=last_logged(logs, "kl"),
                 reward_std=last_logged(logs, "reward_std"),
-                **weight_change(trainable, before, snapshot(trainer.model)),
+                **weight_change(trainable, before, snapshot(trainer.model), model_dir),
             )
 
     pipeline.train = measured_train

@@ -76,6 +76,19 @@ def test_patched_run_must_reproduce_the_plain_weights():
     )
 
 
+def test_weights_corrupted_at_load_fail_the_run_even_when_it_trains():
+    result = {"status": "ok", "all_trainable_params_changed": True, "corrupted_at_load": ["layers.0.k_proj.weight"]}
+    status, outcome = judge(Run("zero3", "plain", "grpo"), result, None)
+    assert (status, outcome) == ("fail", "weights corrupted at load: layers.0.k_proj.weight")
+
+
+def test_a_skipped_run_is_reported_with_its_reason_and_not_started(tmp_path):
+    outcome = runner.execute(
+        Run("zero3", "plain", "grpo", skip="why not"), Path("/nonexistent/python"), CELL, tmp_path, tmp_path, None
+    )
+    assert (outcome["status"], outcome["outcome"]) == ("skipped", "why not")
+
+
 def test_expected_upstream_failure_passes_only_with_the_expected_message():
     run = Run("repro:x", "plain", "grpo", expect_error=r"evenly divisible")
     assert judge(run, {"status": "error", "error": "ValueError: must be evenly divisible"}, None)[0] == "pass"
@@ -90,6 +103,9 @@ def test_run_plan_follows_the_cells_versions():
         f"{kind}/{mode}" for kind in ("single", "ddp", "zero2", "zero3") for mode in ("plain", "patched")
     ]
     assert "repro:single-generation/plain" in names
+    zero3 = [run for run in trl_cell if run.kind == "zero3"]
+    assert all(run.skip and "DeepSpeed < 0.19.8" in run.skip for run in zero3)
+    assert not [run for run in planned_runs({"trl": "1.16.0", "deepspeed": "0.19.8"}, "cpu") if run.skip]
     assert [r.kind for r in planned_runs({"trl": "1.16.0"}, "cuda")][:2] == ["single", "single"]
     swift = [run.name for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu")]
     assert swift[:2] == ["swift/plain", "swift/patched"]

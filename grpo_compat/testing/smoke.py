@@ -22,7 +22,7 @@ from typing import Any
 from grpo_compat.versions import installed_versions  # metadata only: applies nothing, imports no torch
 
 RESULT_FIELDS = (
-    "steps final_loss kl reward_std all_trainable_params_changed unchanged_params weights_sha256 "
+    "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "
     "config_fields_dropped train_time_s"
 ).split()
 
@@ -89,14 +89,21 @@ def digest(state: dict) -> str:
     return h.hexdigest()
 
 
-def weight_change(trainable: list[str], before: dict, after: dict) -> dict[str, Any]:
-    """Result fields saying whether every trainable parameter moved, and the final weights' digest."""
-    import torch
+def weight_change(trainable: list[str], before: dict, after: dict, checkpoint: Path) -> dict[str, Any]:
+    """Result fields: did every trainable parameter move, did the model load as saved, final digest.
 
+    ``corrupted_at_load`` names parameters whose values before training differ from the checkpoint
+    (seen with DeepSpeed < 0.19.8 ZeRO-3 on CPU: garbage values in small parameters).
+    """
+    import torch
+    from safetensors.torch import load_file
+
+    saved = load_file(str(Path(checkpoint) / "model.safetensors"))
     unchanged = [n for n in trainable if torch.equal(before[n], after[n])]
     return {
         "all_trainable_params_changed": bool(trainable) and not unchanged,
         "unchanged_params": unchanged,
+        "corrupted_at_load": sorted(n for n, t in saved.items() if n in before and not torch.equal(before[n], t)),
         "weights_sha256": digest(after),
     }
 
