@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from grpo_compat.engine import Engine
-from grpo_compat.errors import GRPOCompatError, GRPOSettingsError, PatchFailedError, UnknownPatchError
+from grpo_compat.errors import GRPOCompatError, GRPOSettingsError, LaunchError, PatchFailedError, UnknownPatchError
 from grpo_compat.report import Report, Status
 
 __version__ = "0.1.0"
 __all__ = [
     "GRPOCompatError",
     "GRPOSettingsError",
+    "LaunchError",
     "PatchFailedError",
     "Report",
     "Status",

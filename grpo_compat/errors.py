@@ -23,3 +23,7 @@ class GRPOSettingsError(GRPOCompatError, ValueError):
 
     A ``ValueError`` subclass, so code that catches upstream's own ``ValueError`` keeps working.
     """
+
+
+class LaunchError(GRPOCompatError, RuntimeError):
+    """The way the training script was started cannot train correctly, e.g. one process seeing several GPUs."""

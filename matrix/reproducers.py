@@ -25,7 +25,7 @@ class Reproducer:
 REPRODUCERS = (
     Reproducer(
         id="single-generation",
-        patch="trl.num-generations-check",
+        patch="trl.grpo-config-check",
         known_failure="KF-2",
         script="grpo",
         requires=("trl>=0.14",),
@@ -36,7 +36,7 @@ REPRODUCERS = (
     ),
     Reproducer(
         id="single-generation-swift",
-        patch="trl.num-generations-check",
+        patch="swift.grpo-arguments-check",
         known_failure="KF-2",
         script="swift",
         requires=("ms-swift>=3.1.1",),

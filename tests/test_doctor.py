@@ -32,7 +32,7 @@ def test_doctor_json_lists_versions_patches_and_exits_zero_here():
     diagnosis = json.loads(result.stdout)
     assert diagnosis["ok"] is True
     assert set(diagnosis["versions"]) >= {"torch", "transformers", "trl", "ms-swift", "accelerate", "deepspeed", "peft"}
-    patch = {p["id"]: p for p in diagnosis["patches"]}["trl.num-generations-check"]
+    patch = {p["id"]: p for p in diagnosis["patches"]}["trl.grpo-config-check"]
     assert patch["status"] == "pending" and patch["requires"] == ["trl>=0.14"]
     assert "torch" not in result.stderr
 
@@ -40,5 +40,5 @@ def test_doctor_json_lists_versions_patches_and_exits_zero_here():
 def test_doctor_text_output_shows_each_patch_with_its_window():
     result = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "trl.num-generations-check" in result.stdout
+    assert "trl.grpo-config-check" in result.stdout
     assert "window: trl>=0.14" in result.stdout

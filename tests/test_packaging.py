@@ -24,7 +24,7 @@ def wheel(tmp_path_factory):
 
 def test_patches_ship_inside_grpo_compat(wheel):
     names = wheel.namelist()
-    assert "grpo_compat/patches/trl/num_generations_check.py" in names
+    assert "grpo_compat/patches/trl/grpo_config_check.py" in names
     assert not [n for n in names if n.startswith("patches/")]
     shipped = {n.removeprefix("grpo_compat/") for n in names if n.startswith("grpo_compat/patches/")}
     on_disk = {str(p.relative_to(REPO)) for p in (REPO / "patches").rglob("*.py")}

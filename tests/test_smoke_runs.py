@@ -1,7 +1,7 @@
 """Real GRPO smoke runs on the tiny model, in real installs of each cell's versions.
 
 - do no harm: plain and patched runs with the same seed give bit-identical weights, and train;
-- trl.num-generations-check reproducer: num_generations=1 gives upstream's message unpatched
+- trl.grpo-config-check reproducer: num_generations=1 gives upstream's message unpatched
   (misleading "evenly divisible" on trl 0.16.1) and grpo_compat's, at config time, patched.
 """
 
@@ -35,9 +35,9 @@ def model_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("tiny-qwen2")
 
 
-def smoke(name: str, mode: str, model_dir, tmp_path, *settings: str) -> dict:
-    output = tmp_path / f"{name}-{mode}.json"
-    command = [cell_python(name), str(REPO / "matrix" / "smoke_grpo.py"), "--mode", mode, "--steps", "3"]
+def smoke(name: str, mode: str, model_dir, tmp_path, *settings: str, script: str = "smoke_grpo.py") -> dict:
+    output = tmp_path / f"{name}-{mode}-{len(list(tmp_path.iterdir()))}.json"
+    command = [cell_python(name), str(REPO / "matrix" / script), "--mode", mode, "--steps", "3"]
     command += ["--model-dir", str(model_dir), "--output", str(output)]
     command += [arg for setting in settings for arg in ("--set", setting)]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
@@ -57,7 +57,7 @@ def test_patched_run_trains_to_bit_identical_weights(name, model_dir, tmp_path):
         assert result["kl"] is not None
     assert patched["weights_sha256"] == plain["weights_sha256"]
     statuses = {p["id"]: p["status"] for p in patched["grpo_compat"]["patches"]}
-    assert statuses["trl.num-generations-check"] == "applied"
+    assert statuses["trl.grpo-config-check"] == "applied"
 
 
 UPSTREAM_MESSAGE = {
@@ -75,6 +75,6 @@ def test_single_generation_reproducer_fails_upstream_and_is_explained_patched(na
     assert patched["status"] == "error"
     first_line = patched["error"].splitlines()[0]
     assert first_line.startswith("GRPOSettingsError: GRPO needs at least 2 completions per prompt")
-    assert "--num_generations 2 --per_device_train_batch_size 4" in first_line
+    assert "Set num_generations=2 (--num_generations 2)" in first_line
     # Raised while GRPOConfig is built, i.e. before GRPOTrainer loads any model.
     assert "grpo_trainer.py" not in patched["error"]

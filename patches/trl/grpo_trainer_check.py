@@ -1,0 +1,37 @@
+"""Check GRPO settings again when GRPOTrainer is built, with the real number of processes.
+
+Symptom:   on trl <= 0.17 the batch rules run only after the policy and reference models have
+           loaded (minutes on a large model) and give KF-2's misleading message; a config built
+           before grpo_compat.apply(), or in another process, was never checked at all.
+Upstream:  KNOWN_FAILURES.md KF-2 (trl moved the checks to GRPOConfig in 0.18).
+Affects:   trl >= 0.14 (the GRPOConfig created before apply() case is version independent).
+Remove when: every supported trl validates in GRPOConfig and trl.grpo-config-check is gone.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from grpo_compat.registry import patch
+
+
+@patch(
+    id="trl.grpo-trainer-check",
+    requires="trl>=0.14",
+    targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
+    expects=("self", "model", "args"),
+)
+def check_before_model_loads(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    from grpo_compat import validation
+    from grpo_compat.versions import installed_version
+
+    config = inspect.signature(wrapped).bind_partial(trainer, *args, **kwargs).arguments.get("args")
+    if config is not None and hasattr(config, "num_generations"):
+        settings = validation.settings_from(
+            config,
+            world_size=getattr(config, "world_size", 1),  # the launch's real process count
+            eval_enabled=validation.eval_is_enabled(getattr(config, "eval_strategy", "no")),
+        )
+        validation.refuse_unless_valid(settings, validation.rules_for(installed_version("trl")))
+    return wrapped(trainer, *args, **kwargs)
