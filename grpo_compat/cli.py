@@ -16,6 +16,52 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if diagnosis["ok"] else 1
 
 
+def _check(args: argparse.Namespace) -> int:
+    from grpo_compat import check
+    from grpo_compat.validation import describe, validate
+
+    try:
+        world_size = check.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
+        if args.swift:
+            swift_version = check.swift_version_here(args.swift_version)
+            settings = check.swift_settings(check.parse_swift_arguments(args.arguments), world_size, swift_version)
+        else:
+            if len(args.arguments) != 1:
+                raise check.CheckInputError("give one TRL config file (YAML or JSON), or --swift -- <swift arguments>")
+            settings = check.trl_settings(check.load_config_file(Path(args.arguments[0])), world_size)
+            swift_version = None
+        rules = check.rules_here(args.trl_version, swift_version)
+    except check.CheckInputError as error:
+        print(f"grpo-compat check: {error}", file=sys.stderr)
+        return 2
+    findings = validate(settings, rules)
+    errors = [f for f in findings if f.severity == "error"]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "rules": rules.name,
+                    "world_size": world_size,
+                    "ok": not errors,
+                    "findings": [
+                        {
+                            "rule": f.rule,
+                            "severity": f.severity,
+                            "message": f.message,
+                            "suggestions": [dict(fix) for fix in f.suggestions],
+                        }
+                        for f in findings
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
+        print(describe(findings) if findings else "ok: these settings can train")
+    return 1 if errors else 0
+
+
 def _matrix_checkout() -> Path:
     """The matrix lives in a grpo_compat checkout (matrix/), not in the wheel."""
     import grpo_compat
@@ -101,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     doctor.set_defaults(run=_doctor)
+    check = commands.add_parser(
+        "check", help="validate GRPO settings (a TRL config file, or ms-swift arguments) without loading anything"
+    )
+    check.add_argument("arguments", nargs="*", help="a TRL config file; with --swift: -- <swift rlhf arguments>")
+    check.add_argument("--swift", action="store_true", help="the arguments are ms-swift `swift rlhf` arguments")
+    check.add_argument("--world-size", type=int, help="processes in total (default: $WORLD_SIZE or 1)")
+    check.add_argument("--nproc-per-node", type=int, help="processes per machine (torchrun / NPROC_PER_NODE)")
+    check.add_argument("--nnodes", type=int, default=1, help="machines (with --nproc-per-node)")
+    check.add_argument("--trl-version", help="check against this trl version instead of the installed one")
+    check.add_argument("--swift-version", help="check against this ms-swift version instead of the installed one")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(run=_check)
     _add_matrix(commands)
     return parser
 

@@ -31,6 +31,8 @@ def check_before_model_loads(wrapped: Any, trainer: Any, *args: Any, **kwargs: A
         settings = validation.settings_from(
             config,
             world_size=getattr(config, "world_size", 1),  # the launch's real process count
+            # trl >= 0.18 has already derived steps_per_generation from generation_batch_size: check the latter.
+            steps_per_generation=None,
             eval_enabled=validation.eval_is_enabled(getattr(config, "eval_strategy", "no")),
         )
         validation.refuse_unless_valid(settings, validation.rules_for(installed_version("trl")))

@@ -1,0 +1,117 @@
+"""``grpo-compat check``: validate GRPO settings from a TRL config file or ms-swift arguments, no torch.
+
+grpo-compat check grpo.yaml --world-size 8
+grpo-compat check --swift --nproc-per-node 2 -- --num_generations 4 --per_device_train_batch_size 1
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from grpo_compat.validation import GRPOSettings, Rules, eval_is_enabled, rules_for, settings_from
+from grpo_compat.versions import installed_version, release
+
+DEEPSPEED_STAGES = {"zero0": 0, "zero1": 1, "zero2": 2, "zero2_offload": 2, "zero3": 3, "zero3_offload": 3}
+
+
+class CheckInputError(ValueError):
+    """The file or arguments cannot be read; the message says why."""
+
+
+def load_config_file(path: Path) -> dict:
+    """A TRL config file as ``trl grpo --config`` reads it (YAML or JSON)."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise CheckInputError(f"cannot read {path}: {error.strerror}") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise CheckInputError(f"{path} is not valid JSON: {error}") from None
+    else:
+        try:
+            import yaml
+        except ModuleNotFoundError:
+            raise CheckInputError("reading YAML needs PyYAML: pip install pyyaml (or pass a .json file)") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise CheckInputError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise CheckInputError(f"{path} must hold a mapping of GRPOConfig fields, got {type(data).__name__}")
+    return data
+
+
+def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
+    """``--key value [value ...]`` as swift's command line takes them; numbers become ints."""
+    parsed: dict[str, object] = {}
+    key = None
+    for token in argv:
+        if token.startswith("--"):
+            key = token[2:].replace("-", "_")
+            parsed[key] = True
+        elif key is None:
+            raise CheckInputError(f"unexpected {token!r}: swift arguments look like --name value")
+        else:
+            value: object = int(token) if token.lstrip("-").isdigit() else token
+            parsed[key] = (
+                value
+                if parsed[key] is True
+                else [*([parsed[key]] if not isinstance(parsed[key], list) else parsed[key]), value]
+            )
+    return parsed
+
+
+def trl_settings(config: dict, world_size: int) -> GRPOSettings:
+    return settings_from(config, world_size=world_size, eval_enabled=eval_is_enabled(config.get("eval_strategy", "no")))
+
+
+def swift_settings(arguments: dict, world_size: int, swift_version: str) -> GRPOSettings:
+    """Settings with ms-swift's own defaults for GRPO (they differ from TRL's and between versions)."""
+    pdbs = arguments.get("per_device_train_batch_size", 1)
+    ga = arguments.get("gradient_accumulation_steps")
+    if ga is None:  # 3.12+ default to 1 for GRPO; earlier versions to ceil(16 / batch / processes)
+        ga = (
+            1
+            if release(swift_version) >= (3, 12) or not isinstance(pdbs, int) or pdbs < 1
+            else max(1, math.ceil(16 / pdbs / world_size))
+        )
+    split = arguments.get("split_dataset_ratio", 0.01 if release(swift_version) < (3, 12) else 0)
+    has_eval_data = bool(arguments.get("val_dataset")) or split not in (0, "0", "0.0")
+    deepspeed = arguments.get("deepspeed")
+    return settings_from(
+        {
+            **arguments,
+            "per_device_train_batch_size": pdbs,
+            "gradient_accumulation_steps": ga,
+            "per_device_eval_batch_size": arguments.get("per_device_eval_batch_size", 1),
+        },
+        world_size=world_size,
+        eval_enabled=has_eval_data and eval_is_enabled(arguments.get("eval_strategy", "steps")),
+        deepspeed_stage=DEEPSPEED_STAGES.get(str(deepspeed)) if deepspeed else None,
+        has_teacher=bool(arguments.get("teacher_model") or arguments.get("teacher_model_server")),
+    )
+
+
+def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int) -> int:
+    if world_size:
+        return world_size
+    if nproc_per_node:
+        return nproc_per_node * nnodes
+    env = os.environ.get("WORLD_SIZE") or os.environ.get("NPROC_PER_NODE")
+    return int(env) if env and env.isdigit() else 1
+
+
+def rules_here(trl_version: str | None, swift_version: str | None) -> Rules:
+    return rules_for(trl_version or installed_version("trl"), swift_version)
+
+
+def swift_version_here(requested: str | None) -> str:
+    version = requested or installed_version("ms-swift")
+    if not version:
+        raise CheckInputError("ms-swift is not installed here: pass --swift-version X.Y.Z to check for that version")
+    return version
