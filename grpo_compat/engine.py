@@ -162,7 +162,8 @@ class Engine:
             self._hooks.watch(module_name, lambda module, s=state: self._on_import(s, module))
 
     def _on_import(self, state: _PatchState, module: ModuleType) -> None:
-        if not self._active or state.status is not Status.PENDING:
+        # APPLIED too: a patch with targets in several modules is applied as soon as one is wrapped.
+        if not self._active or state.status not in (Status.PENDING, Status.APPLIED):
             return
         try:
             self._apply_targets_in(state, module)
@@ -188,7 +189,7 @@ class Engine:
             if absent:
                 return self._give_up(state, Status.TARGET_MISSING, f"signature of {target} changed: no {absent}")
             resolved.append((target, owner, name, raw))
-        if patch.detect is not None and module.__name__ == patch.targets[0].module:
+        if patch.detect is not None and module.__name__ == patch.targets[0].module and state.status is Status.PENDING:
             not_needed = patch.detect(module)
             if not_needed:
                 return self._give_up(state, Status.NOT_NEEDED, not_needed)
@@ -204,13 +205,16 @@ class Engine:
         self._settle(state)
 
     def _settle(self, state: _PatchState) -> None:
-        """Once every target module has been seen: applied, or nothing to wrap in this version."""
-        if state.waiting_for or state.status is not Status.PENDING:
+        """Applied once any target is wrapped (saying what still waits); missing if none ever can be."""
+        if state.status not in (Status.PENDING, Status.APPLIED):
             return
         if state.wrapped:
-            state.status, state.reason = Status.APPLIED, "wrapped " + ", ".join(state.wrapped)
-            _log("info", "applied %s (%s)", state.patch.id, state.patch.summary)
-        else:
+            first_time = state.status is Status.PENDING
+            waiting = f"; waiting for {', '.join(sorted(state.waiting_for))}" if state.waiting_for else ""
+            state.status, state.reason = Status.APPLIED, "wrapped " + ", ".join(state.wrapped) + waiting
+            if first_time:
+                _log("info", "applied %s (%s)", state.patch.id, state.patch.summary)
+        elif not state.waiting_for:
             self._give_up(state, Status.TARGET_MISSING, "none of its targets exist in this version")
 
     def _give_up(self, state: _PatchState, status: Status, reason: str) -> None:

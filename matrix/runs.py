@@ -29,6 +29,7 @@ class Run:
     script: str  # key of SCRIPTS
     launcher: str = "python"  # python | ddp | zero2 | zero3
     settings: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
     expect_error: str | None = None  # regex over the error; None: the run must train
     expectation: str = "trains"
     timeout_s: int = 900
@@ -74,14 +75,16 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
         if reproducer.script != script or window_problem(reproducer.requires, versions):
             continue
         kind = f"repro:{reproducer.id}"
+        silently = " silently: runs on without a word" if reproducer.upstream is None else ""
         runs.append(
             Run(
                 kind,
                 "plain",
                 script,
                 settings=reproducer.settings,
+                flags=reproducer.flags,
                 expect_error=reproducer.upstream,
-                expectation=f"upstream fails ({reproducer.known_failure})",
+                expectation=f"upstream fails ({reproducer.known_failure}){silently}",
             )
         )
         patched_expectation = "grpo_compat's message" if reproducer.patched else "trains"
@@ -91,6 +94,7 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
                 "patched",
                 script,
                 settings=reproducer.settings,
+                flags=reproducer.flags,
                 expect_error=reproducer.patched,
                 expectation=patched_expectation,
             )
@@ -127,7 +131,7 @@ def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, 
     """The command line of one run, inside the cell's env."""
     script = [str(SCRIPTS[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
     script += ["--model-dir", str(model_dir), "--output", str(output)]
-    script += [arg for setting in run.settings for arg in ("--set", setting)]
+    script += [arg for setting in run.settings for arg in ("--set", setting)] + list(run.flags)
     if run.launcher == "python":
         return [str(python), *script]
     launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]

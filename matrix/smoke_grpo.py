@@ -12,12 +12,15 @@ Exits non-zero when the run fails, after writing the JSON (rank 0 only).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from grpo_compat.testing.smoke import (
     last_logged,
@@ -47,7 +50,7 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
         # bf16 defaults to True from trl 0.19, unusable on CPU; on a GPU the matrix runs bf16.
         bf16=args.device == "cuda",
         fp16=False,
-        use_cpu=args.device == "cpu",
+        use_cpu=args.device == "cpu" and not args.fake_gpus,  # use_cpu would hide the faked GPUs
         logging_steps=1,
         save_strategy="no",
         report_to="none",
@@ -64,11 +67,23 @@ def prompts():
     return Dataset.from_dict({"prompt": prompt_texts()})
 
 
-def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
-    if args.mode == "patched":
-        import grpo_compat  # before trl, so patches hook its import
+@contextlib.contextmanager
+def visible_gpus(count: int) -> Iterator[None]:
+    """On a CPU machine, let TrainingArguments count ``count`` GPUs (transformers' own seam), for KF-4."""
+    if not count:
+        yield
+        return
+    import torch
 
-        grpo_compat.apply()
+    with mock.patch.object(torch.cuda, "device_count", return_value=count):
+        yield
+
+
+def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
+    import grpo_compat
+
+    if args.mode == "patched" and not args.apply_late:
+        grpo_compat.apply()  # before trl, so patches hook its import
     import transformers
 
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
@@ -80,11 +95,13 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     kwargs, result["config_fields_dropped"] = config_kwargs(GRPOConfig, output_dir, args)
-    # A path, not a model object: with beta > 0, trl 0.19+ reloads the reference
-    # model from config._name_or_path.
-    trainer = GRPOTrainer(
-        model=str(model_dir), reward_funcs=length_reward, args=GRPOConfig(**kwargs), train_dataset=prompts()
-    )
+    with visible_gpus(args.fake_gpus):
+        config = GRPOConfig(**kwargs)
+    result["n_gpu"] = config.n_gpu
+    if args.mode == "patched" and args.apply_late:
+        grpo_compat.apply()  # as a script that calls apply() between building the config and the trainer
+    # A path, not a model object: with beta > 0, trl 0.19+ reloads the reference model from config._name_or_path.
+    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=length_reward, args=config, train_dataset=prompts())
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     before = snapshot(trainer.model)
     started = time.perf_counter()

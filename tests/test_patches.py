@@ -11,7 +11,7 @@ import re
 import pytest
 
 import grpo_compat
-from grpo_compat.errors import GRPOSettingsError
+from grpo_compat.errors import GRPOSettingsError, LaunchError
 from grpo_compat.registry import registered_patches
 from grpo_compat.report import Status
 from grpo_compat.versions import installed_version
@@ -46,9 +46,30 @@ def _trainer_refuses_a_bad_config_before_loading() -> bool:
     return False
 
 
+def _two_gpu_plain_launch_is_refused_by_grpo_compat() -> bool:
+    import tempfile
+    from unittest import mock
+
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    with tempfile.TemporaryDirectory() as empty, mock.patch.object(torch.cuda, "device_count", return_value=2):
+        # One process seeing 2 GPUs: GRPOConfig reads the count only while it is built (tests/test_launch_guard.py).
+        config = GRPOConfig(output_dir=empty, num_generations=2, per_device_train_batch_size=2, bf16=False)
+        assert config.n_gpu == 2
+        try:  # an empty model folder: upstream fails loading it, the guard refuses before
+            GRPOTrainer(model=empty, reward_funcs=lambda completions, **kw: [0.0], args=config)
+        except LaunchError:
+            return True
+        except (OSError, ValueError):
+            return False
+    return False
+
+
 EFFECT_PROBES = {
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
     "trl.grpo-trainer-check": _trainer_refuses_a_bad_config_before_loading,
+    "trl.launch-guard": _two_gpu_plain_launch_is_refused_by_grpo_compat,
     # ms-swift is not in this env: proven in the swift-4.6 cell env by tests/test_swift_arguments_check.py.
     "swift.grpo-arguments-check": None,
 }

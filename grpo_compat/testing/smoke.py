@@ -38,6 +38,8 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--output-dir", help="trainer output_dir (default: a temp dir)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda runs in bf16")
     p.add_argument("--print-report", action="store_true", help="print grpo_compat's report (patched mode)")
+    p.add_argument("--apply-late", action="store_true", help="patched mode: apply() after the config is built")
+    p.add_argument("--fake-gpus", type=int, default=0, help="CPU only: the config sees N GPUs (KF-4 reproducer)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     args = p.parse_args(argv)
     args.config_overrides = {}

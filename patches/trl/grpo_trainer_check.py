@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from grpo_compat.detectors import trl_grpo_trainer_init_present
 from grpo_compat.registry import patch
 
 
@@ -21,6 +22,7 @@ from grpo_compat.registry import patch
     requires="trl>=0.14",
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     expects=("self", "model", "args"),
+    detect=trl_grpo_trainer_init_present,
 )
 def check_before_model_loads(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     from grpo_compat import validation

@@ -24,6 +24,7 @@ import shlex
 import sys
 from typing import Any
 
+from grpo_compat.detectors import trl_grpo_trainer_init_present
 from grpo_compat.errors import LaunchError
 from grpo_compat.registry import patch
 
@@ -66,8 +67,11 @@ def relaunch_commands(n_gpu: int) -> list[str]:
 def launch_message(trainer: str, n_gpu: int, late: bool = False) -> str:
     accelerate, torchrun = relaunch_commands(n_gpu)
     single = f"set {SINGLE_GPU_ENV}=1 (or CUDA_VISIBLE_DEVICES=0)"
-    if late:
-        single = f"pass args= to {trainer} and {single}. Checked after the model loaded: TRL settled the arguments"
+    if late:  # the opt-in needs the arguments before __init__, when batch sizes are derived from n_gpu
+        single = (
+            f"set CUDA_VISIBLE_DEVICES=0 (or pass args= to {trainer} and set {SINGLE_GPU_ENV}=1). Checked after "
+            "the model loaded: TRL built the arguments (args=None) or the model's device_map decided the placement"
+        )
     return (
         f"{trainer} runs in a single process that sees {n_gpu} GPUs (started without `accelerate launch` "
         "or `torchrun`), so transformers' Trainer would wrap the model in torch.nn.DataParallel. With TRL that "
@@ -87,6 +91,7 @@ def _single_gpu_opted_in() -> bool:
     requires="trl>=0.14",
     targets=("trl.trainer.grpo_trainer:GRPOTrainer.__init__", "trl.trainer.sft_trainer:SFTTrainer.__init__"),
     expects=("self", "model", "args"),
+    detect=trl_grpo_trainer_init_present,
 )
 def guard_launch(wrapped: Any, *call_args: Any, **call_kwargs: Any) -> Any:
     try:
