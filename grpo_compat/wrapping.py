@@ -107,3 +107,11 @@ def _rebind_imported_copies(home: ModuleType, original: Any, new: Any, patch: Pa
                 done.append(Replacement(module, attribute, value, new))
                 setattr(module, attribute, new)
     return done
+
+
+def bound_arguments(function: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The call's arguments by parameter name (``args=`` may come by keyword or position); {} for a bad call."""
+    try:
+        return dict(inspect.signature(function).bind_partial(*args, **kwargs).arguments)
+    except TypeError:
+        return {}  # upstream's own error will say what is wrong with the call

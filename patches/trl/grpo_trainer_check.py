@@ -10,7 +10,6 @@ Remove when: every supported trl validates in GRPOConfig and trl.grpo-config-che
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from grpo_compat.detectors import trl_grpo_trainer_init_present
@@ -27,8 +26,9 @@ from grpo_compat.registry import patch
 def check_before_model_loads(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     from grpo_compat import validation
     from grpo_compat.versions import installed_version
+    from grpo_compat.wrapping import bound_arguments
 
-    config = inspect.signature(wrapped).bind_partial(trainer, *args, **kwargs).arguments.get("args")
+    config = bound_arguments(wrapped, trainer, *args, **kwargs).get("args")
     if config is not None and hasattr(config, "num_generations"):
         settings = validation.settings_from(
             config,

@@ -17,10 +17,7 @@ split over GPUs (Trainer allows that: n_gpu 1); both are checked on trainer.args
 
 from __future__ import annotations
 
-import inspect
-import logging
 import os
-import shlex
 import sys
 from typing import Any
 
@@ -60,6 +57,8 @@ def relaunch_commands(n_gpu: int) -> list[str]:
         script = ["-m", spec.name.removesuffix(".__main__")]  # started as `python -m package.module`
     else:
         script = [argv[0] if argv[0] not in ("", "-c") else "your_training_script.py"]
+    import shlex  # here, not at the top: apply() imports this module and must stay cheap
+
     launchers = (["accelerate", "launch", "--num_processes"], ["torchrun", "--nproc_per_node"])
     return [shlex.join([*launcher, str(n_gpu), *script, *argv[1:]]) for launcher in launchers]
 
@@ -94,9 +93,10 @@ def _single_gpu_opted_in() -> bool:
     detect=trl_grpo_trainer_init_present,
 )
 def guard_launch(wrapped: Any, *call_args: Any, **call_kwargs: Any) -> Any:
-    try:
-        bound = inspect.signature(wrapped).bind_partial(*call_args, **call_kwargs).arguments
-    except TypeError:
+    from grpo_compat.wrapping import bound_arguments  # inspect: only once trl is loaded
+
+    bound = bound_arguments(wrapped, *call_args, **call_kwargs)
+    if not bound:
         return wrapped(*call_args, **call_kwargs)  # a bad call: upstream's own error says what is wrong
     trainer, args = bound.get("self"), bound.get("args")
     name = type(trainer).__name__
@@ -104,6 +104,8 @@ def guard_launch(wrapped: Any, *call_args: Any, **call_kwargs: Any) -> Any:
     if n_gpu and not _placed_by_device_map(bound.get("model"), args):
         if not _single_gpu_opted_in():
             raise LaunchError(launch_message(name, n_gpu))
+        import logging
+
         args._n_gpu = 1  # what Trainer itself does for model-parallel models: no DataParallel
         logging.getLogger("grpo_compat").warning(
             "%s=1: %s trains on one GPU instead of wrapping the model in DataParallel over %d; "
