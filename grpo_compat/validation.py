@@ -275,7 +275,7 @@ def _sanitized(s: GRPOSettings) -> dict[str, Value]:
         value = getattr(s, name)
         if _positive_int(value) or (value is None and name in _OPTIONAL_SIZES):
             continue
-        numeric = isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value) is not None and int(value) > 0
+        numeric = isinstance(value, str) and re.fullmatch(r" *[0-9]+ *", value) is not None and int(value) > 0
         changes[name] = int(value) if numeric else getattr(defaults, name)
     if s.deepspeed_stage not in (None, 0, 1, 2, 3):
         changes["deepspeed_stage"] = None

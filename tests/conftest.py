@@ -10,6 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI must be reproducible: the same examples every run. Locally each run explores new ones.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
