@@ -305,10 +305,14 @@ def _repair_families(s: GRPOSettings, rules: Rules) -> list[list[dict[str, Value
 
 def _with_eval_repaired(s: GRPOSettings, rules: Rules, changes: dict[str, Value]) -> dict[str, Value] | None:
     """``changes``, plus the smallest eval batch that makes them pass; None when nothing does."""
-    for extra in [{}] + [{"per_device_eval_batch_size": p} for p in range(1, 4 * max(2, s.num_generations) + 1)]:
-        candidate = {**changes, **extra}
-        if not [f for f in _raw_findings(replace(s, **candidate), rules) if f.severity == "error"]:
-            return candidate
+    candidate = replace(s, **changes)
+    eval_ng = candidate.num_generations
+    if rules.eval == "modulo-eval-count" and _positive_int(candidate.num_generations_eval):
+        eval_ng = candidate.num_generations_eval
+    eval_fix = {"per_device_eval_batch_size": eval_ng // math.gcd(eval_ng, candidate.world_size)}
+    for extra in ({}, eval_fix):
+        if not [f for f in _raw_findings(replace(candidate, **extra), rules) if f.severity == "error"]:
+            return {**changes, **extra}
     return None
 
 
