@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from grpo_compat.validation import GRPOSettings, Rules, eval_is_enabled, rules_for, settings_from
+from grpo_compat.validation import GRPOSettings, Rules, eval_is_enabled, field_getter, rules_for, settings_from
 from grpo_compat.versions import installed_version, release
 
 DEEPSPEED_STAGES = {"zero0": 0, "zero1": 1, "zero2": 2, "zero2_offload": 2, "zero3": 3, "zero3_offload": 3}
@@ -70,30 +70,31 @@ def trl_settings(config: dict, world_size: int) -> GRPOSettings:
     return settings_from(config, world_size=world_size, eval_enabled=eval_is_enabled(config.get("eval_strategy", "no")))
 
 
-def swift_settings(arguments: dict, world_size: int, swift_version: str) -> GRPOSettings:
-    """Settings with ms-swift's own defaults for GRPO (they differ from TRL's and between versions)."""
-    pdbs = arguments.get("per_device_train_batch_size", 1)
-    ga = arguments.get("gradient_accumulation_steps")
+def swift_settings(source: object, world_size: int, swift_version: str) -> GRPOSettings:
+    """Settings of `swift rlhf` arguments (a mapping, or swift's RLHFArguments), with ms-swift's own GRPO
+    defaults: they differ from TRL's and between versions."""
+    get = field_getter(source)
+    pdbs = get("per_device_train_batch_size", 1)
+    ga = get("gradient_accumulation_steps", None)
     if ga is None:  # 3.12+ default to 1 for GRPO; earlier versions to ceil(16 / batch / processes)
         ga = (
             1
             if release(swift_version) >= (3, 12) or not isinstance(pdbs, int) or pdbs < 1
             else max(1, math.ceil(16 / pdbs / world_size))
         )
-    split = arguments.get("split_dataset_ratio", 0.01 if release(swift_version) < (3, 12) else 0)
-    has_eval_data = bool(arguments.get("val_dataset")) or split not in (0, "0", "0.0")
-    deepspeed = arguments.get("deepspeed")
+    # Evaluation needs validation data: a val_dataset, or a split (default 1% before 3.12, none after).
+    split = get("split_dataset_ratio", 0.01 if release(swift_version) < (3, 12) else 0)
+    has_eval_data = bool(get("val_dataset", None)) or split not in (0, "0", "0.0", None)
+    deepspeed = get("deepspeed", None)
     return settings_from(
-        {
-            **arguments,
-            "per_device_train_batch_size": pdbs,
-            "gradient_accumulation_steps": ga,
-            "per_device_eval_batch_size": arguments.get("per_device_eval_batch_size", 1),
-        },
+        source,
+        per_device_train_batch_size=pdbs,
+        gradient_accumulation_steps=ga,
+        per_device_eval_batch_size=get("per_device_eval_batch_size", 1),
         world_size=world_size,
-        eval_enabled=has_eval_data and eval_is_enabled(arguments.get("eval_strategy", "steps")),
+        eval_enabled=has_eval_data and eval_is_enabled(get("eval_strategy", None) or "steps"),
         deepspeed_stage=DEEPSPEED_STAGES.get(str(deepspeed)) if deepspeed else None,
-        has_teacher=bool(arguments.get("teacher_model") or arguments.get("teacher_model_server")),
+        has_teacher=bool(get("teacher_model", None) or get("teacher_model_server", None)),
     )
 
 

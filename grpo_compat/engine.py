@@ -30,7 +30,8 @@ def is_main_process() -> bool:
 LOG_LEVEL_ENV = "GRPO_COMPAT_LOG_LEVEL"
 
 
-def _log(level: str, message: str, *args: object) -> None:
+def log(level: str, message: str, *args: object) -> None:
+    """Log through the `grpo_compat` logger, on rank 0 only (a default handler, as transformers does)."""
     if is_main_process():
         import logging
 
@@ -85,9 +86,11 @@ class Engine:
         self, strict: bool = False, only: Iterable[str] | None = None, skip: Iterable[str] | None = None
     ) -> Report:
         if self._active:
-            _log("info", "grpo_compat.apply() was already called; nothing changed (revert() first to re-select)")
+            log("info", "grpo_compat.apply() was already called; nothing changed (revert() first to re-select)")
             return self.report()
-        self._states = [self._initial_state(patch, only, skip) for patch in self.patches]
+        patches = self.patches
+        selection = _Selection(patches, only, skip)
+        self._states = [self._initial_state(patch, selection) for patch in patches]
         self._active, self._strict = True, strict
         for state in self._states:
             if state.status is Status.PENDING:
@@ -101,7 +104,7 @@ class Engine:
         for state in reversed(self._applied_order):
             for replacement in reversed(state.replacements):
                 if not replacement.restore():
-                    _log(
+                    log(
                         "warning",
                         "%s.%s was replaced by other code after patch %s; left as it is",
                         getattr(replacement.owner, "__name__", replacement.owner),
@@ -125,7 +128,9 @@ class Engine:
 
     def plan(self, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> Report:
         """What apply() would do in this install, without importing or patching anything."""
-        states = [self._initial_state(patch, only, skip) for patch in self.patches]
+        patches = self.patches
+        selection = _Selection(patches, only, skip)
+        states = [self._initial_state(patch, selection) for patch in patches]
         for state in states:
             if state.status is Status.PENDING:
                 state.reason = "applies when " + " and ".join(state.patch.modules) + " is imported"
@@ -133,15 +138,11 @@ class Engine:
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _initial_state(self, patch: Patch, only: Iterable[str] | None, skip: Iterable[str] | None) -> _PatchState:
+    def _initial_state(self, patch: Patch, selection: _Selection) -> _PatchState:
         """Pending, or why the patch will not be applied at all (selection, versions, missing module)."""
-        known = [p.id for p in self.patches]
-        if patch.id in _ids_from_env(known):
-            return _PatchState(patch, Status.DISABLED, f"switched off by {DISABLE_ENV}")
-        if only is not None and patch.id not in _checked_ids(only, known, "only"):
-            return _PatchState(patch, Status.DISABLED, "not selected by only=")
-        if skip is not None and patch.id in _checked_ids(skip, known, "skip"):
-            return _PatchState(patch, Status.DISABLED, "skipped by skip=")
+        not_selected = selection.reason_to_skip(patch.id)
+        if not_selected:
+            return _PatchState(patch, Status.DISABLED, not_selected)
         problem = window_problem(patch.requires)
         if problem is not None:
             kind, reason = problem
@@ -213,7 +214,7 @@ class Engine:
             waiting = f"; waiting for {', '.join(sorted(state.waiting_for))}" if state.waiting_for else ""
             state.status, state.reason = Status.APPLIED, "wrapped " + ", ".join(state.wrapped) + waiting
             if first_time:
-                _log("info", "applied %s (%s)", state.patch.id, state.patch.summary)
+                log("info", "applied %s (%s)", state.patch.id, state.patch.summary)
         elif not state.waiting_for:
             self._give_up(state, Status.TARGET_MISSING, "none of its targets exist in this version")
 
@@ -225,7 +226,7 @@ class Engine:
         state.status, state.reason = status, reason
         if state in self._applied_order:
             self._applied_order.remove(state)
-        _log(
+        log(
             "warning" if status in STRICT_FAILURES else "info",
             "%s %s: %s",
             state.patch.id,
@@ -238,7 +239,26 @@ class Engine:
         # are real, and logging has been imported by upstream anyway.
         if not self._report_logged:
             self._report_logged = True
-            _log("info", "%s", self.report())
+            log("info", "%s", self.report())
+
+
+class _Selection:
+    """Which patches the caller and GRPO_COMPAT_DISABLE switched off; unknown ids are an error."""
+
+    def __init__(self, patches: list[Patch], only: Iterable[str] | None, skip: Iterable[str] | None) -> None:
+        known = [p.id for p in patches]
+        self.disabled = _ids_from_env(known)
+        self.only = _checked_ids(only, known, "only") if only is not None else None
+        self.skip = _checked_ids(skip, known, "skip") if skip is not None else set()
+
+    def reason_to_skip(self, patch_id: str) -> str | None:
+        if patch_id in self.disabled:
+            return f"switched off by {DISABLE_ENV}"
+        if self.only is not None and patch_id not in self.only:
+            return "not selected by only="
+        if patch_id in self.skip:
+            return "skipped by skip="
+        return None
 
 
 def _checked_ids(ids: Iterable[str], known: list[str], source: str) -> set[str]:

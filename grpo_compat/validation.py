@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 from grpo_compat.versions import release
@@ -209,7 +210,7 @@ def _group_findings(s: GRPOSettings, rules: Rules) -> list[Finding]:
             )
         )
     if s.eval_enabled:
-        eval_ng = (s.num_generations_eval or ng) if rules.eval == "modulo-eval-count" else ng
+        eval_ng = _eval_generations(s, rules)
         eval_batch = s.per_device_eval_batch_size * s.world_size
         if eval_batch % eval_ng:
             findings.append(
@@ -221,6 +222,11 @@ def _group_findings(s: GRPOSettings, rules: Rules) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _eval_generations(s: GRPOSettings, rules: Rules) -> int:
+    """Completions per eval prompt as the rules count them: num_generations_eval only from trl 0.26.1."""
+    return (s.num_generations_eval or s.num_generations) if rules.eval == "modulo-eval-count" else s.num_generations
 
 
 def _length_findings(s: GRPOSettings) -> list[Finding]:
@@ -306,9 +312,7 @@ def _repair_families(s: GRPOSettings, rules: Rules) -> list[list[dict[str, Value
 def _with_eval_repaired(s: GRPOSettings, rules: Rules, changes: dict[str, Value]) -> dict[str, Value] | None:
     """``changes``, plus the smallest eval batch that makes them pass; None when nothing does."""
     candidate = replace(s, **changes)
-    eval_ng = candidate.num_generations
-    if rules.eval == "modulo-eval-count" and _positive_int(candidate.num_generations_eval):
-        eval_ng = candidate.num_generations_eval
+    eval_ng = _eval_generations(candidate, rules)
     eval_fix = {"per_device_eval_batch_size": eval_ng // math.gcd(eval_ng, candidate.world_size)}
     for extra in ({}, eval_fix):
         if not [f for f in _raw_findings(replace(candidate, **extra), rules) if f.severity == "error"]:
@@ -359,9 +363,14 @@ def describe(findings: list[Finding]) -> str:
     return "\n".join(lines)
 
 
+def field_getter(source: object) -> Callable[..., object]:
+    """Read fields alike from a mapping (a config file, parsed arguments) or an object (a config)."""
+    return source.get if isinstance(source, dict) else lambda name, default=None: getattr(source, name, default)
+
+
 def settings_from(source: object, **overrides: Value) -> GRPOSettings:
     """GRPOSettings from any object or mapping with TRL field names (missing fields keep defaults)."""
-    get = source.get if isinstance(source, dict) else lambda name, default: getattr(source, name, default)
+    get = field_getter(source)
     values = {f.name: get(f.name, f.default) for f in fields(GRPOSettings)}
     return GRPOSettings(**{**values, **overrides})
 
@@ -379,15 +388,13 @@ def eval_is_enabled(strategy: object) -> bool:
 
 def refuse_unless_valid(settings: GRPOSettings, rules: Rules) -> None:
     """Raise GRPOSettingsError naming every broken rule and a fix; log warnings (rank 0)."""
-    from grpo_compat.engine import is_main_process
+    from grpo_compat.engine import log
     from grpo_compat.errors import GRPOSettingsError
 
     findings = validate(settings, rules)
     errors = [f for f in findings if f.severity == "error"]
     warnings = [f for f in findings if f.severity == "warning"]
-    if warnings and is_main_process():
-        import logging
-
-        logging.getLogger("grpo_compat").warning("%s", describe(warnings))
+    if warnings:
+        log("warning", "%s", describe(warnings))
     if errors:
         raise GRPOSettingsError(describe(errors))

@@ -74,31 +74,23 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
     for reproducer in REPRODUCERS:
         if reproducer.script != script or window_problem(reproducer.requires, versions):
             continue
-        kind = f"repro:{reproducer.id}"
         silently = " silently: runs on without a word" if reproducer.upstream is None else ""
-        runs.append(
-            Run(
-                kind,
-                "plain",
-                script,
-                settings=reproducer.settings,
-                flags=reproducer.flags,
-                expect_error=reproducer.upstream,
-                expectation=f"upstream fails ({reproducer.known_failure}){silently}",
+        expectations = {
+            "plain": (reproducer.upstream, f"upstream fails ({reproducer.known_failure}){silently}"),
+            "patched": (reproducer.patched, "grpo_compat's message" if reproducer.patched else "trains"),
+        }
+        for mode, (expect_error, expectation) in expectations.items():
+            runs.append(
+                Run(
+                    f"repro:{reproducer.id}",
+                    mode,
+                    script,
+                    settings=reproducer.settings,
+                    flags=reproducer.flags,
+                    expect_error=expect_error,
+                    expectation=expectation,
+                )
             )
-        )
-        patched_expectation = "grpo_compat's message" if reproducer.patched else "trains"
-        runs.append(
-            Run(
-                kind,
-                "patched",
-                script,
-                settings=reproducer.settings,
-                flags=reproducer.flags,
-                expect_error=reproducer.patched,
-                expectation=patched_expectation,
-            )
-        )
     return runs
 
 

@@ -25,23 +25,10 @@ from grpo_compat.registry import patch
 def check_grpo_arguments(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
     if getattr(arguments, "rlhf_type", None) == "grpo":
         from grpo_compat import validation
+        from grpo_compat.check import swift_settings
         from grpo_compat.versions import installed_version
 
-        # ms-swift 4 defaults gradient accumulation to 1 for GRPO and evaluates only with a
-        # validation set (val_dataset or split_dataset_ratio > 0).
-        has_eval_data = bool(getattr(arguments, "val_dataset", None)) or bool(
-            getattr(arguments, "split_dataset_ratio", 0)
-        )
-        settings = validation.settings_from(
-            arguments,
-            gradient_accumulation_steps=getattr(arguments, "gradient_accumulation_steps", None) or 1,
-            world_size=validation.launched_world_size(),
-            eval_enabled=has_eval_data
-            and validation.eval_is_enabled(getattr(arguments, "eval_strategy", None) or "steps"),
-            max_length=getattr(arguments, "max_length", None),
-            has_teacher=getattr(arguments, "teacher_model", None) is not None
-            or getattr(arguments, "teacher_model_server", None) is not None,
-        )
-        rules = validation.rules_for(installed_version("trl"), installed_version("ms-swift"))
-        validation.refuse_unless_valid(settings, rules)
+        swift_version = installed_version("ms-swift") or "4"  # the window guarantees it is installed
+        settings = swift_settings(arguments, validation.launched_world_size(), swift_version)
+        validation.refuse_unless_valid(settings, validation.rules_for(installed_version("trl"), swift_version))
     return wrapped(arguments, *args, **kwargs)
