@@ -15,7 +15,7 @@ class Reproducer:
     id: str
     patch: str  # the patch id this reproducer proves
     known_failure: str  # KF-n in ../shared/KNOWN_FAILURES.md
-    script: str  # "grpo" (TRL) or "swift" (ms-swift)
+    script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe of matrix/runs.py PROBES
     requires: tuple[str, ...]  # version window of the cell (requirement strings)
     settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script
     upstream: str | None  # regex the unpatched error must match; None: upstream runs on without a word

@@ -19,6 +19,10 @@ from matrix.reproducers import REPRODUCERS
 
 MATRIX = Path(__file__).resolve().parent
 SCRIPTS = {"grpo": MATRIX / "smoke_grpo.py", "swift": MATRIX / "smoke_swift.py"}
+# Probes call one upstream function directly (no training) and write {"status": "ok"|"error", ...}.
+PROBES = {"logps": MATRIX / "probe_logps.py", "logps-swift": MATRIX / "probe_logps_swift.py"}
+# Which cells a script runs in: TRL cells ("grpo") or ms-swift cells ("swift").
+CELL_FAMILY = {"grpo": "grpo", "swift": "swift", "logps": "grpo", "logps-swift": "swift"}
 STEPS = 3
 
 
@@ -72,12 +76,12 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
                 runs += _pair("zero2", "grpo", "zero2") + _pair("zero3", "grpo", "zero3", skip)
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
-        if reproducer.script != script or window_problem(reproducer.requires, versions):
+        if CELL_FAMILY[reproducer.script] != script or window_problem(reproducer.requires, versions):
             continue
         silently = " silently: runs on without a word" if reproducer.upstream is None else ""
         expectations = {
             "plain": (reproducer.upstream, f"upstream fails ({reproducer.known_failure}){silently}"),
-            "patched": (reproducer.patched, "grpo_compat's message" if reproducer.patched else "trains"),
+            "patched": (reproducer.patched, "grpo_compat's message" if reproducer.patched else _success(reproducer)),
         }
         for mode, (expect_error, expectation) in expectations.items():
             runs.append(
@@ -92,6 +96,10 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
                 )
             )
     return runs
+
+
+def _success(reproducer) -> str:
+    return "the probe passes" if reproducer.script in PROBES else "trains"
 
 
 def free_port() -> int:
@@ -121,7 +129,7 @@ def deepspeed_config(stage: int, folder: Path) -> Path:
 
 def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, scratch: Path) -> list[str]:
     """The command line of one run, inside the cell's env."""
-    script = [str(SCRIPTS[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
+    script = [str({**SCRIPTS, **PROBES}[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
     script += ["--model-dir", str(model_dir), "--output", str(output)]
     script += [arg for setting in run.settings for arg in ("--set", setting)] + list(run.flags)
     if run.launcher == "python":
@@ -145,6 +153,9 @@ def judge(run: Run, result: dict | None, plain_sha: str | None) -> tuple[str, st
         if result.get("status") == "error" and re.search(run.expect_error, error, re.S):
             return "pass", first_line
         return "fail", first_line or "trained, but an error was expected"
+    if run.script in PROBES:  # a probe judges itself; its summary says what it checked
+        ok = result.get("status") == "ok"
+        return ("pass" if ok else "fail"), (result.get("summary") or "") if ok else first_line
     if result.get("corrupted_at_load"):
         return "fail", f"weights corrupted at load: {', '.join(result['corrupted_at_load'])[:120]}"
     if result.get("status") != "ok":
