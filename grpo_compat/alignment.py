@@ -53,7 +53,9 @@ def pad_result(result: Any, columns: int, kept: int) -> Any:
     return result
 
 
-def call_aligned(compute: Callable[[int], Any], sequence_length: int, logits_to_keep: int, empty: Callable[[], Any]) -> Any:
+def call_aligned(
+    compute: Callable[[int], Any], sequence_length: int, logits_to_keep: int, empty: Callable[[], Any]
+) -> Any:
     """``compute(K)`` for the columns a logit predicts, padded to ``logits_to_keep`` columns.
 
     ``compute`` is the upstream computation for a given K. ``empty()`` builds the result when no
