@@ -38,28 +38,52 @@ def pad_front(tensor: Any, columns: int, value: float = UNPREDICTABLE_LOGP) -> A
     return torch.cat([tensor.new_full(shape, value), tensor], dim=1)
 
 
-def pad_result(result: Any, columns: int, kept: int) -> Any:
+def unpredictable_cells(width: int, columns: int, first_length: Any = None) -> tuple[Any, slice]:
+    """Index of the cells of a (B, ``width``) log-prob result or loss mask that no logit predicts.
+
+    Batch layout (``first_length`` None): the first ``columns`` columns of every row. Padding-free
+    layout (ms-swift packs the rows into one and re-batches the result right-aligned, each row as long
+    as its kept tokens; ``first_length`` is the first row's): the packed row's first ``columns``
+    tokens, all in the first row, at its first columns.
+    """
+    if first_length is None:
+        return slice(None), slice(0, columns)
+    start = width - int(first_length)
+    return 0, slice(start, start + columns)
+
+
+def pad_result(result: Any, columns: int, kept: int, first_length: Any = None) -> Any:
     """Pad every (B, ``kept``) tensor of a log-prob method's result (a tensor or a tuple of them).
 
     Tuples hold the log-probs, the entropies (or None) and, on trl >= 1.7, an auxiliary loss: only
-    the per-token tensors (dim 1 of size ``kept``) get columns; anything else passes through.
+    the per-token tensors (dim 1 of size ``kept``) get columns; anything else passes through. With
+    ``first_length`` (padding-free layout, see :func:`unpredictable_cells`) the unpredictable tokens
+    of the first row get the defined value too; the new front columns of other rows are padding.
     """
     if columns <= 0:
         return result
     if isinstance(result, tuple):
-        return tuple(pad_result(item, columns, kept) for item in result)
+        return tuple(pad_result(item, columns, kept, first_length) for item in result)
     if getattr(result, "ndim", 0) >= 2 and result.shape[1] == kept:
-        return pad_front(result, columns)
+        padded = pad_front(result, columns)
+        if first_length is not None:
+            padded[unpredictable_cells(padded.shape[1], columns, first_length)] = UNPREDICTABLE_LOGP
+        return padded
     return result
 
 
 def call_aligned(
-    compute: Callable[[int], Any], sequence_length: int, logits_to_keep: int, empty: Callable[[], Any]
+    compute: Callable[[int], Any],
+    sequence_length: int,
+    logits_to_keep: int,
+    empty: Callable[[], Any],
+    first_length: Any = None,
 ) -> Any:
     """``compute(K)`` for the columns a logit predicts, padded to ``logits_to_keep`` columns.
 
     ``compute`` is the upstream computation for a given K. ``empty()`` builds the result when no
     column at all is predictable (a row of one token). Aligned calls are passed through untouched.
+    ``first_length``: see :func:`unpredictable_cells` (padding-free layouts).
     """
     missing = unpredictable_columns(sequence_length, logits_to_keep)
     if missing == 0:
@@ -67,16 +91,68 @@ def call_aligned(
     kept = int(logits_to_keep) - missing
     if kept == 0:
         return empty()
-    return pad_result(compute(kept), missing, kept)
+    return pad_result(compute(kept), missing, kept, first_length)
 
 
-def clear_unpredictable(mask: Any, columns: int) -> Any:
-    """A copy of the (B, K) loss mask with its first ``columns`` columns cleared; ``mask`` itself when 0."""
+def clear_unpredictable(mask: Any, columns: int, first_length: Any = None) -> Any:
+    """A copy of the (B, K) loss mask with its unpredictable cells cleared; ``mask`` itself when none.
+
+    The first ``columns`` columns, or in a padding-free layout the first row's first ``columns``
+    tokens (``first_length``, see :func:`unpredictable_cells`).
+    """
     if columns <= 0 or mask is None:
         return mask
     cleared = mask.clone()
-    cleared[:, :columns] = 0
+    cleared[unpredictable_cells(cleared.shape[1], columns, first_length)] = 0
     return cleared
+
+
+def first_row_shortened(lengths: Any, columns: int) -> Any:
+    """Per-row kept lengths of a padding-free batch (first row first) without its ``columns`` unpredictable tokens."""
+    shortened = lengths.clone()
+    shortened[0] -= columns
+    return shortened
+
+
+def call_unshifted(compute: Callable[[int], Any], logits_to_keep: int, end_padding: int) -> Any:
+    """``compute(K)`` for an upstream that takes the last K columns of a sequence still padded at its end.
+
+    ms-swift's sequence-parallel gather keeps the padding that made the sequence divisible by the
+    number of ranks, then slices the last K + 1 positions: every column lands ``end_padding`` tokens
+    late. Asking for K + ``end_padding`` columns and keeping the first K gives the right ones.
+    """
+    if end_padding <= 0:
+        return compute(logits_to_keep)
+    result = compute(logits_to_keep + end_padding)
+    return (
+        tuple(_first(item, logits_to_keep) for item in result)
+        if isinstance(result, tuple)
+        else _first(result, logits_to_keep)
+    )
+
+
+def _first(tensor: Any, columns: int) -> Any:
+    return tensor[:, :columns] if getattr(tensor, "ndim", 0) >= 2 else tensor
+
+
+def call_swift_sequence_parallel(
+    wrapped: Any, args: tuple, kwargs: dict, sequence_parallel: Any, padding_free: bool
+) -> Any:
+    """ms-swift's ``_get_logps_via_sp`` (3.11+, 4.x) without the shift of its end padding (:func:`call_unshifted`).
+
+    Only the batch layout slices from the padded end: padding-free batches slice from the real
+    length, and ring attention (rp > 1) exists only padding-free. The padding is swift's own
+    (``sequence_parallel.pad`` of one row of ids: no vocabulary-sized tensor).
+    """
+    from grpo_compat.wrapping import bound_arguments, call_with
+
+    call = bound_arguments(wrapped, *args, **kwargs)
+    input_ids, keep = call.get("input_ids"), call.get("logits_to_keep")
+    ring = getattr(sequence_parallel, "rp_world_size", 1) > 1
+    if padding_free or ring or getattr(input_ids, "ndim", 0) != 2 or not isinstance(keep, int):
+        return wrapped(*args, **kwargs)
+    end_padding = sequence_parallel.pad(input_ids[:1], padding_value=0).shape[-1] - input_ids.shape[-1]
+    return call_unshifted(lambda kept: call_with(wrapped, args, kwargs, logits_to_keep=kept), keep, end_padding)
 
 
 class KeepLastLogits:

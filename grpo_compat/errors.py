@@ -27,3 +27,14 @@ class GRPOSettingsError(GRPOCompatError, ValueError):
 
 class LaunchError(GRPOCompatError, RuntimeError):
     """The way the training script was started cannot train correctly, e.g. one process seeing several GPUs."""
+
+
+class TrainingStalledError(GRPOCompatError, RuntimeError):
+    """The learning watchdog, in ``stop`` mode, found a run that does not learn (see grpo_compat.watchdog)."""
+
+
+class LMHeadShapeError(GRPOCompatError, RuntimeError):
+    """A tensor about to be projected through the LM head is neither hidden states nor logits (KF-3).
+
+    A ``RuntimeError`` subclass, like torch's own shape errors that it replaces.
+    """

@@ -14,7 +14,18 @@ import re
 import sys
 
 # The distributions whose drift breaks GRPO runs; report() and doctor always show these.
-TRACKED_DISTRIBUTIONS = ("torch", "transformers", "trl", "ms-swift", "accelerate", "deepspeed", "peft")
+# liger-kernel and unsloth-zoo: their GRPO losses are patched too (KF-3), and the matrix plans by these versions.
+TRACKED_DISTRIBUTIONS = (
+    "torch",
+    "transformers",
+    "trl",
+    "ms-swift",
+    "accelerate",
+    "deepspeed",
+    "peft",
+    "liger-kernel",
+    "unsloth-zoo",
+)
 
 # Import names that differ from their distribution name.
 DISTRIBUTION_OF_MODULE = {"swift": "ms-swift"}

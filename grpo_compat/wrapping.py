@@ -109,6 +109,13 @@ def _rebind_imported_copies(home: ModuleType, original: Any, new: Any, patch: Pa
     return done
 
 
+def call_with(function: Any, args: tuple, kwargs: dict, **changes: Any) -> Any:
+    """``function(*args, **kwargs)`` with the named arguments replaced, whether they came by position or keyword."""
+    bound = inspect.signature(function).bind(*args, **kwargs)
+    bound.arguments.update(changes)
+    return function(*bound.args, **bound.kwargs)
+
+
 def bound_arguments(function: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The call's arguments by parameter name (``args=`` may come by keyword or position); {} for a bad call."""
     try:

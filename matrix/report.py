@@ -26,7 +26,17 @@ KIND_ORDER = ("single", "ddp", "zero2", "zero3", "swift")
 MODE_ORDER = ("plain", "patched")
 REPRO_PREFIX = "repro:"
 KNOWN_FAILURE = "upstream fails"
-VERSION_KEYS = ("torch", "trl", "ms-swift", "transformers", "accelerate", "deepspeed", "peft")
+VERSION_KEYS = (
+    "torch",
+    "trl",
+    "ms-swift",
+    "transformers",
+    "accelerate",
+    "deepspeed",
+    "peft",
+    "liger-kernel",
+    "unsloth-zoo",
+)
 
 # Display status of a run -> (emoji, label, background, text colour).
 STYLES: dict[str, tuple[str, str, str, str]] = {

@@ -20,9 +20,21 @@ from matrix.reproducers import REPRODUCERS
 MATRIX = Path(__file__).resolve().parent
 SCRIPTS = {"grpo": MATRIX / "smoke_grpo.py", "swift": MATRIX / "smoke_swift.py"}
 # Probes call one upstream function directly (no training) and write {"status": "ok"|"error", ...}.
-PROBES = {"logps": MATRIX / "probe_logps.py", "logps-swift": MATRIX / "probe_logps_swift.py"}
+PROBES = {
+    "logps": MATRIX / "probe_logps.py",
+    "logps-swift": MATRIX / "probe_logps_swift.py",
+    "lm-head": MATRIX / "probe_lm_head.py",
+    "lm-head-unsloth": MATRIX / "probe_lm_head_unsloth.py",
+}
 # Which cells a script runs in: TRL cells ("grpo") or ms-swift cells ("swift").
-CELL_FAMILY = {"grpo": "grpo", "swift": "swift", "logps": "grpo", "logps-swift": "swift"}
+CELL_FAMILY = {
+    "grpo": "grpo",
+    "swift": "swift",
+    "logps": "grpo",
+    "logps-swift": "swift",
+    "lm-head": "grpo",
+    "lm-head-unsloth": "grpo",
+}
 STEPS = 3
 
 
@@ -88,7 +100,8 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
                 Run(
                     f"repro:{reproducer.id}",
                     mode,
-                    script,
+                    reproducer.script,  # a probe runs its own script, in the cells of its family
+                    reproducer.launcher,
                     settings=reproducer.settings,
                     flags=reproducer.flags,
                     expect_error=expect_error,

@@ -23,6 +23,7 @@ from typing import Any
 from unittest import mock
 
 from grpo_compat.testing.smoke import (
+    ignore_logits_to_keep,
     last_logged,
     length_reward,
     parse_args,
@@ -101,7 +102,10 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.mode == "patched" and args.apply_late:
         grpo_compat.apply()  # as a script that calls apply() between building the config and the trainer
     # A path, not a model object: with beta > 0, trl 0.19+ reloads the reference model from config._name_or_path.
-    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=length_reward, args=config, train_dataset=prompts())
+    model: Any = str(model_dir)
+    if args.model_ignores_logits_to_keep:  # the policy only; the reference model reloaded by trl honours it
+        model = ignore_logits_to_keep(transformers.AutoModelForCausalLM.from_pretrained(model_dir))
+    trainer = GRPOTrainer(model=model, reward_funcs=length_reward, args=config, train_dataset=prompts())
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     before = snapshot(trainer.model)
     started = time.perf_counter()

@@ -9,7 +9,9 @@ plain and a patched run differ only by `grpo_compat.apply()`. The same file runs
 4.x: the 4.0 module moves and the `train_type` -> `tuner_type` rename are feature-detected in
 `swift_api` / `swift_argv`. `--set KEY=VALUE` adds or overrides a swift argument (a JSON list
 gives several values). Full fine-tuning, one process: fp32 on CPU (`--device cuda`: bf16, not yet
-tried on a GPU). Exits non-zero when the run fails, after writing the JSON.
+tried on a GPU). `--labels-from-column-0` labels every token of each GRPO batch's first sample, as
+left truncation of a whole prompt leaves it, so swift's logits_to_keep reaches the sequence length
+(KF-1). Exits non-zero when the run fails, after writing the JSON.
 """
 
 from __future__ import annotations
@@ -58,6 +60,24 @@ def register_reward(api: SimpleNamespace) -> None:
             return length_reward(completions)
 
     api.orms[REWARD_NAME] = SmokeLengthReward
+
+
+def label_first_sample_from_column_0(template: Any) -> None:
+    """Make every collated GRPO batch's first sample a completion from its first token (KF-1).
+
+    Its labels become its input ids, as when left truncation cuts a whole prompt: swift's
+    logits_to_keep = (L - argmax(labels != -100)).max() then equals the sequence length L. Only
+    training batches (every sample labelled) are touched; rollouts collate without labels.
+    """
+    collate = template.data_collator
+
+    def data_collator(batch: list, *args: Any, **kwargs: Any) -> Any:
+        if batch and all(isinstance(item, dict) and item.get("labels") is not None for item in batch):
+            ids = batch[0]["input_ids"]
+            batch = [{**batch[0], "labels": list(ids) if isinstance(ids, list) else ids.clone()}, *batch[1:]]
+        return collate(batch, *args, **kwargs)
+
+    template.data_collator = data_collator  # this trainer's template only
 
 
 def write_dataset(path: Path) -> Path:
@@ -139,6 +159,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
 
     def measured_train(trainer: Any) -> Any:
         # Wraps this one pipeline object only (same in both modes): weights around trainer.train().
+        if args.labels_from_column_0:
+            label_first_sample_from_column_0(trainer.template)
         trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
         before = snapshot(trainer.model)
         started = time.perf_counter()

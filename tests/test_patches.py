@@ -14,7 +14,7 @@ import grpo_compat
 from grpo_compat.errors import GRPOSettingsError, LaunchError
 from grpo_compat.registry import registered_patches
 from grpo_compat.report import Status
-from grpo_compat.versions import installed_version
+from grpo_compat.versions import window_problem
 from tests.conftest import REPO, run_python
 
 PATCHES = registered_patches()
@@ -66,20 +66,45 @@ def _two_gpu_plain_launch_is_refused_by_grpo_compat() -> bool:
     return False
 
 
+def _full_length_log_probs_have_k_columns() -> bool:
+    import torch
+
+    from grpo_compat.testing.logps import causal_lm, log_prob_method, log_probs, trainer_stand_in
+
+    model = causal_lm()
+    ids = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():  # upstream (trl 1.16) returns L - 1 = 4 columns for logits_to_keep = L = 5
+        result = log_prob_method()(trainer_stand_in(model), model, ids, torch.ones_like(ids), 5)
+    return log_probs(result).shape == (2, 5)
+
+
 EFFECT_PROBES = {
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
     "trl.grpo-trainer-check": _trainer_refuses_a_bad_config_before_loading,
     "trl.launch-guard": _two_gpu_plain_launch_is_refused_by_grpo_compat,
+    "trl.logps-alignment": _full_length_log_probs_have_k_columns,
+    # trl 0.19.x only (this env has 1.16): proven in the trl-0.19 cell env by tests/test_logps_alignment.py.
+    "trl.logps-trim-logits": None,
     # ms-swift is not in this env: proven in the swift-4.6 cell env by tests/test_swift_arguments_check.py.
     "swift.grpo-arguments-check": None,
+    # ms-swift is not in this env: proven in the swift-4.6 cell env by tests/test_swift_logps_alignment.py
+    # (4.x), and by the swift-3.5 / swift-3.12 matrix reproducers (3.x).
+    "swift.logps-alignment": None,
+    "swift.logps-alignment-3x": None,
+    # trl 0.17-1.13 only (1.16 has no _get_last_hidden_state / compute_liger_loss): proven with the real
+    # Liger loss in the trl-0.23-liger cell env by tests/test_lm_head_shape_guard.py.
+    "trl.liger-lm-head-guard": None,
+    # unsloth imports only on a GPU: its guard functions are tested on CPU by tests/test_lm_head_shape_guard.py.
+    "unsloth.lm-head-guard": None,
 }
 
 
 def _probe_or_skip(patch):
     probe = EFFECT_PROBES[patch.id]
     if probe is None:
-        assert installed_version(patch.distribution) is None, f"{patch.id}: its upstream is installed, add a probe"
-        pytest.skip(f"{patch.distribution} is not installed in this env; the patch is proven in its matrix cell")
+        outside = window_problem(patch.requires)
+        assert outside is not None, f"{patch.id}: its upstream is installed in its window here, add a probe"
+        pytest.skip(f"{outside[1]} in this env; the patch is proven in its matrix cell")
     return probe
 
 

@@ -40,6 +40,16 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--print-report", action="store_true", help="print grpo_compat's report (patched mode)")
     p.add_argument("--apply-late", action="store_true", help="patched mode: apply() after the config is built")
     p.add_argument("--fake-gpus", type=int, default=0, help="CPU only: the config sees N GPUs (KF-4 reproducer)")
+    p.add_argument(
+        "--model-ignores-logits-to-keep",
+        action="store_true",
+        help="the policy returns logits for every position whatever logits_to_keep asks (TRL #3681 reproducer)",
+    )
+    p.add_argument(
+        "--labels-from-column-0",
+        action="store_true",
+        help="ms-swift: label every token of each GRPO batch's first sample, so logits_to_keep = L (KF-1 reproducer)",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     args = p.parse_args(argv)
     args.config_overrides = {}
@@ -110,6 +120,21 @@ def weight_change(trainable: list[str], before: dict, after: dict, checkpoint: P
     }
 
 
+def ignore_logits_to_keep(model: Any) -> Any:
+    """Make ``model`` accept logits_to_keep but return every position's logits, as VLMs and wrappers do."""
+    import types
+
+    honouring = type(model).forward
+
+    def forward(self: Any, *args: Any, logits_to_keep: Any = None, **kwargs: Any) -> Any:
+        return honouring(self, *args, **kwargs)
+
+    # On the instance, bound: TRL and generate() still see logits_to_keep in the signature, and a deep
+    # copy (trl < 0.19 copies the policy into the reference model) gets a forward bound to the copy.
+    model.forward = types.MethodType(forward, model)
+    return model
+
+
 def last_logged(logs: list[dict], key: str) -> Any:
     return next((entry[key] for entry in reversed(logs) if key in entry), None)
 
@@ -125,6 +150,10 @@ def summary(tag: str, result: dict) -> str:
         for name in ("ms-swift", "trl", "transformers")
         if result["versions"].get(name)
     )
+    if "summary" in result:  # a probe: it says itself what it checked
+        line = f"[{tag}] {result['mode']} {result['status']}: {result['summary'] or ''} {result['wall_time_s']}s"
+        line += f" ({shown})"
+        return line + (f" error={result['error'].splitlines()[0]}" if result["error"] else "")
     line = (
         f"[{tag}] {result['mode']} {result['status']}: steps={result['steps']} loss={result['final_loss']} "
         f"kl={result['kl']} changed={result['all_trainable_params_changed']} "

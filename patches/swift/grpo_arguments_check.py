@@ -1,11 +1,14 @@
-"""Refuse impossible GRPO batch settings of ms-swift 4.x while its arguments are parsed.
+"""Refuse impossible GRPO settings of ms-swift while its arguments are parsed, before any model loads.
 
 Symptom:   `swift rlhf --rlhf_type grpo --num_generations 1` fails with "num_generations must be
            greater than 1 for GRPO" and no way forward; impossible batches give "Valid values: []"
            (e.g. "generation_batch_size (1) must be evenly divisible by num_generations (4)").
            ms-swift 4.x skips trl's GRPOConfig.__post_init__, so trl.grpo-config-check never runs.
-Upstream:  KNOWN_FAILURES.md KF-2 (ms-swift 4.6: "Valid values: []").
-Affects:   ms-swift >= 4.0 (3.x build trl's GRPOConfig, covered by trl.grpo-config-check).
+           GRPO with --sequence_parallel_size > 1 on ms-swift < 3.5 (no Ulysses GRPO yet) fails in the
+           log-prob gather (KF-1) or with "RLHF do not support sequence parallel" (3.2.2-3.4.0).
+Upstream:  KNOWN_FAILURES.md KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel).
+Affects:   ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.x: only sequence_parallel_size, which trl's
+           GRPOConfig never sees (3.x build it for the batch rules, checked by trl.grpo-config-check).
 Remove when: ms-swift's own messages explain the rule and name a setting that works.
 """
 
@@ -18,17 +21,31 @@ from grpo_compat.registry import patch
 
 @patch(
     id="swift.grpo-arguments-check",
-    requires="ms-swift>=4.0",
-    targets="swift.arguments.rlhf_args:RLHFArguments.__post_init__",
+    requires="ms-swift>=3.0",
+    targets=[
+        "swift.arguments.rlhf_args:RLHFArguments.__post_init__?",  # 4.x
+        "swift.llm.argument.rlhf_args:RLHFArguments.__post_init__?",  # 3.x
+    ],
     expects=("self",),
 )
 def check_grpo_arguments(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
     if getattr(arguments, "rlhf_type", None) == "grpo":
         from grpo_compat import validation
-        from grpo_compat.check import swift_settings
         from grpo_compat.versions import installed_version
 
         swift_version = installed_version("ms-swift") or "4"  # the window guarantees it is installed
-        settings = swift_settings(arguments, validation.launched_world_size(), swift_version)
-        validation.refuse_unless_valid(settings, validation.rules_for(installed_version("trl"), swift_version))
+        rules = validation.rules_for(installed_version("trl"), swift_version)
+        validation.refuse_unless_valid(settings_to_check(arguments, swift_version), rules)
     return wrapped(arguments, *args, **kwargs)
+
+
+def settings_to_check(arguments: Any, swift_version: str) -> Any:
+    """The GRPO settings this patch checks for an ms-swift version: all on 4.x, sequence parallel on 3.x."""
+    from grpo_compat import validation
+    from grpo_compat.check import swift_settings
+    from grpo_compat.versions import release
+
+    if release(swift_version) < (4,):
+        # Defaults for the rest pass every batch rule: trl's GRPOConfig checks the real ones later.
+        return validation.GRPOSettings(sequence_parallel_size=getattr(arguments, "sequence_parallel_size", 1))
+    return swift_settings(arguments, validation.launched_world_size(), swift_version)
