@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import tempfile
-from pathlib import Path
 
-from grpo_compat.testing.smoke import length_reward, parse_args, run_smoke
+from grpo_compat.testing.smoke import length_reward, parse_args, run_smoke, tiny_model
 
 BATCH, NARROW = 4, 40
 # Liger kernels transformers would put into the model itself (Triton, GPU only): the probe wants the loss only.
@@ -49,14 +47,11 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.mode == "patched":
         grpo_compat.apply()  # before trl, so patches hook its import
     import torch
-    import transformers
     from smoke_grpo import config_kwargs, prompts  # this folder: the smoke run's config for each trl version
 
     from grpo_compat.testing.lm_head import BackboneOutputsLogits
-    from grpo_compat.testing.tiny_model import build_tiny_qwen2
 
-    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
-    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    model_dir = tiny_model(args)
 
     from trl import GRPOConfig, GRPOTrainer
 

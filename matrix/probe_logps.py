@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-from pathlib import Path
 
-from grpo_compat.testing.smoke import ignore_logits_to_keep, length_reward, parse_args, run_smoke
+from grpo_compat.testing.smoke import ignore_logits_to_keep, length_reward, parse_args, run_smoke, tiny_model
 
 BATCH, LENGTH = 2, 12
 
@@ -35,15 +33,12 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.mode == "patched":
         grpo_compat.apply()  # before trl, so patches hook its import
     import torch
-    import transformers
     from smoke_grpo import config_kwargs, prompts  # this folder: the smoke run's config for each trl version
 
     from grpo_compat.alignment import UNPREDICTABLE_LOGP
     from grpo_compat.testing.logps import log_prob_method_name, log_probs
-    from grpo_compat.testing.tiny_model import build_tiny_qwen2
 
-    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
-    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    model_dir = tiny_model(args)
 
     from trl import GRPOConfig, GRPOTrainer
 

@@ -28,11 +28,10 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from grpo_compat.testing.smoke import parse_args, run_smoke
+from grpo_compat.testing.smoke import parse_args, run_smoke, tiny_model
 
 
 class ProbeFailed(AssertionError):
@@ -48,13 +47,9 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         import grpo_compat
 
         grpo_compat.apply()  # before swift, so patches hook its import
-    import transformers
     from smoke_swift import label_first_sample_from_column_0, register_reward, swift_api, swift_argv, write_dataset
 
-    from grpo_compat.testing.tiny_model import build_tiny_qwen2
-
-    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
-    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    model_dir = tiny_model(args)
     padding_free = bool(args.config_overrides.pop("padding_free", False))
     api = swift_api()
     register_reward(api)

@@ -15,10 +15,8 @@ import argparse
 import contextlib
 import dataclasses
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -30,6 +28,7 @@ from grpo_compat.testing.smoke import (
     prompt_texts,
     run_smoke,
     snapshot,
+    tiny_model,
     weight_change,
 )
 
@@ -87,11 +86,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         grpo_compat.apply()  # before trl, so patches hook its import
     import transformers
 
-    from grpo_compat.testing.tiny_model import build_tiny_qwen2
-
-    # Stable default path: reused across runs and shared by all ranks of one launch.
-    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
-    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    model_dir = tiny_model(args)
 
     from trl import GRPOConfig, GRPOTrainer
 

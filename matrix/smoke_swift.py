@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +34,7 @@ from grpo_compat.testing.smoke import (
     prompt_texts,
     run_smoke,
     snapshot,
+    tiny_model,
     weight_change,
 )
 
@@ -141,13 +141,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         import grpo_compat  # before swift, so patches hook its import
 
         grpo_compat.apply()
-    import transformers
 
-    from grpo_compat.testing.tiny_model import build_tiny_qwen2
-
-    # Stable default path, shared with smoke_grpo.py runs of the same transformers.
-    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
-    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    model_dir = tiny_model(args)
 
     api = swift_api()
     register_reward(api)

@@ -135,6 +135,20 @@ def ignore_logits_to_keep(model: Any) -> Any:
     return model
 
 
+def tiny_model(args: argparse.Namespace) -> Path:
+    """The run's tiny Qwen2: ``--model-dir``, else one folder per transformers version, built if missing.
+
+    The default path is stable, so it is reused across runs and shared by all ranks of one launch.
+    Imports transformers: call it after ``grpo_compat.apply()``.
+    """
+    import transformers
+
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    default = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
+    return build_tiny_qwen2(args.model_dir or default, seed=0)
+
+
 def last_logged(logs: list[dict], key: str) -> Any:
     return next((entry[key] for entry in reversed(logs) if key in entry), None)
 
