@@ -36,7 +36,8 @@ def log(level: str, message: str, *args: object) -> None:
         import logging
 
         logger = logging.getLogger("grpo_compat")
-        if not logger.handlers:
+        if not getattr(logger, "grpo_compat_configured", False):  # not `handlers`: callers may add their own
+            logger.grpo_compat_configured = True  # type: ignore[attr-defined]
             # As transformers does for its own logger: visible by default, not duplicated through root.
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("[grpo_compat] %(levelname)s %(message)s"))

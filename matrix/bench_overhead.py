@@ -52,27 +52,39 @@ def bench_import(python: str, runs: int) -> dict:
     }
 
 
+# (label, smoke --mode, extra smoke options): the watchdog's own cost is "patched" against "patched-no-watchdog".
+SMOKE_VARIANTS = (
+    ("plain", "plain", ()),
+    ("patched", "patched", ()),
+    ("patched-no-watchdog", "patched", ("--watchdog", "off")),
+)
+
+
 def bench_smoke(python: str, runs: int, steps: int) -> dict:
-    times: dict[str, list[dict]] = {"plain": [], "patched": []}
+    times: dict[str, list[dict]] = {label: [] for label, _, _ in SMOKE_VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "model"
         for index in range(runs):
-            for mode in ("plain", "patched"):
-                output = Path(tmp) / f"{mode}-{index}.json"
+            for label, mode, options in SMOKE_VARIANTS:
+                output = Path(tmp) / f"{label}-{index}.json"
                 command = [python, str(REPO / "matrix" / "smoke_grpo.py"), "--mode", mode, "--steps", str(steps)]
-                command += ["--model-dir", str(model), "--output", str(output)]
+                command += ["--model-dir", str(model), "--output", str(output), *options]
                 subprocess.run(command, check=True, capture_output=True)
-                times[mode].append(json.loads(output.read_text()))
-    summary = {}
-    for mode, results in times.items():
-        summary[mode] = {
+                times[label].append(json.loads(output.read_text()))
+    summary: dict = {}
+    for label, results in times.items():
+        summary[label] = {
             "median_wall_s": round(statistics.median(r["wall_time_s"] for r in results), 3),
             "median_train_s_per_step": round(statistics.median(r["train_time_s"] / r["steps"] for r in results), 4),
             "weights_sha256": sorted({r["weights_sha256"] for r in results}),
         }
-    ratio = summary["patched"]["median_train_s_per_step"] / summary["plain"]["median_train_s_per_step"]
-    summary["patched_over_plain_step_time"] = round(ratio, 3)
-    summary["same_weights"] = summary["plain"]["weights_sha256"] == summary["patched"]["weights_sha256"]
+
+    def ratio(a: str, b: str) -> float:
+        return round(summary[a]["median_train_s_per_step"] / summary[b]["median_train_s_per_step"], 3)
+
+    summary["patched_over_plain_step_time"] = ratio("patched", "plain")
+    summary["watchdog_on_over_off_step_time"] = ratio("patched", "patched-no-watchdog")
+    summary["same_weights"] = len({tuple(v["weights_sha256"]) for v in summary.values() if isinstance(v, dict)}) == 1
     return summary
 
 
@@ -88,7 +100,7 @@ def main() -> int:
     result = {"import": bench_import(args.python, args.runs)}
     print(json.dumps(result["import"], indent=2), flush=True)
     if args.smoke_runs:
-        print(f"GRPO smoke run, {args.smoke_runs} x (plain, patched), {args.steps} steps ...", flush=True)
+        print(f"GRPO smoke run, {args.smoke_runs} x {len(SMOKE_VARIANTS)} variants, {args.steps} steps ...", flush=True)
         result["smoke"] = bench_smoke(args.python, args.smoke_runs, args.steps)
         print(json.dumps(result["smoke"], indent=2))
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,8 @@ class Cell:
     exclude_newer: str | None = None
     description: str = ""
     extra: tuple[str, ...] = field(default=())
+    # Packages exempt from exclude_newer besides torch: e.g. the setuptools torch 2.13 needs, in an older era.
+    undated: tuple[str, ...] = field(default=())
 
     @property
     def uses_preinstalled_torch(self) -> bool:
@@ -59,7 +61,8 @@ class Cell:
         return pins + list(ALWAYS) + list(self.extra)
 
     def fingerprint(self) -> str:
-        text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer], sort_keys=True)
+        undated = [list(self.undated)] if self.undated else []  # absent: the hashes of existing envs stay
+        text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer, *undated], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -78,6 +81,7 @@ def load_cells(path: Path = CELLS_FILE) -> tuple[dict[str, Cell], str]:
             exclude_newer=table.get("exclude_newer"),
             description=table.get("description", ""),
             extra=tuple(table.get("extra", ())),
+            undated=tuple(table.get("undated", ())),
         )
     default = data.get("default_cell", "")
     if default not in cells:
@@ -144,7 +148,8 @@ def _sources(cell: Cell) -> list[str]:
     """Where uv finds packages: PyPI plus pip's find-links, and the cell's release-era date."""
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     # The date holds back indirect dependencies; torch is pinned and newer than most dates.
-    dated = ["--exclude-newer", cell.exclude_newer, "--exclude-newer-package", "torch=false"]
+    dated = ["--exclude-newer", cell.exclude_newer]
+    dated += [arg for name in ("torch", *cell.undated) for arg in ("--exclude-newer-package", f"{name}=false")]
     return links + (dated if cell.exclude_newer else [])
 
 

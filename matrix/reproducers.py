@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# KF-5's field report (ms-swift #4348: batch 1, GA 32, ZeRO-3, nothing trains) at smoke size.
+FIELD_SHAPE = ("per_device_train_batch_size=1", "gradient_accumulation_steps=8", "num_generations=2")
+# Judge checks of a smoke result that trained (matrix/runs.py failed_checks): every rank's own parameters
+# moved; KL is above 0 once the policy was updated; DeepSpeed accumulated and stepped as the trainer did.
+CHECKS = ("ranks", "kl", "accumulation")
+
 
 @dataclass(frozen=True)
 class Reproducer:
@@ -22,7 +28,11 @@ class Reproducer:
     patched: str | None  # regex the patched error must match; None: the patched run must train
     flags: tuple[str, ...] = ()  # further smoke-script options
     launcher: str = "python"  # python | ddp | zero2 | zero3 (see matrix/runs.py command())
+    checks: tuple[str, ...] = ()  # judge checks of matrix/runs.py CHECKS; `upstream` may match what they find
 
+
+# DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs (matrix/runs.py ZERO3_CPU_WINDOW).
+ZERO3_ON_CPU = ("deepspeed>=0.19.8",)
 
 REPRODUCERS = (
     Reproducer(
@@ -243,5 +253,145 @@ REPRODUCERS = (
         flags=("--labels-from-column-0",),
         upstream=r"Size does not match at dimension \d+ expected index \[[\d, ]+\] to be (smaller|no larger) than self",
         patched=None,
+    ),
+    Reproducer(
+        id="deepspeed-accumulation-contradiction",
+        patch="trl.deepspeed-agreement",
+        known_failure="KF-5",
+        script="grpo",
+        requires=("trl>=0.14", "deepspeed>=0.14"),
+        # The field report's batch with a ds.json that hard-codes 4: upstream refuses only once the policy has
+        # loaded (DeepSpeed's assertion while TRL prepares the reference model, or transformers in train()).
+        settings=(
+            *FIELD_SHAPE,
+            'deepspeed={"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto", '
+            '"gradient_accumulation_steps": 4, "train_batch_size": "auto"}',
+        ),
+        upstream=r"Check batch related parameters.* 16 != 1 \* 4 \* 2"
+        r"|Please correct the following DeepSpeed config values that mismatch.*gradient_accumulation_steps=4",
+        patched=r"GRPOSettingsError: The DeepSpeed config \(deepspeed=<dict>\) contradicts the trainer's batch"
+        r".*gradient_accumulation_steps: 4 in the DeepSpeed config, but --gradient_accumulation_steps 8"
+        r".*phase: config",  # refused while GRPOConfig is built, before any model loads
+        launcher="zero2",
+    ),
+    Reproducer(
+        id="deepspeed-accumulation-absent",
+        patch="trl.deepspeed-agreement",
+        known_failure="KF-5",
+        script="grpo",
+        # accelerate < 1.8 lets DeepSpeed's own accumulation decide when the optimizer steps: 1, which accelerate
+        # inserts for the absent key, so the optimizer steps on every micro-batch. No error, no warning.
+        requires=("trl>=0.14", "deepspeed>=0.14", "accelerate<1.8"),
+        settings=(*FIELD_SHAPE, 'deepspeed={"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 1}'),
+        upstream=r"DeepSpeed took \d+ optimizer steps for 3 trainer steps \(gradient_accumulation_steps: DeepSpeed 1, "
+        r"trainer 8\)",  # trains silently; the accumulation check shows it
+        patched=None,
+        launcher="zero2",
+        checks=CHECKS,
+    ),
+    Reproducer(
+        id="deepspeed-accumulation-contradiction-swift4",
+        patch="swift.deepspeed-agreement",
+        known_failure="KF-5",
+        script="swift",
+        # No ms-swift 4 cell carries deepspeed yet: planned nowhere. By hand (swift 4.6 + DeepSpeed 0.19.8, 2 CPU
+        # processes) the patched run is refused while swift parses its arguments, before any model loads; the
+        # plain run cannot reach the refusal on CPU (swift 4.6 + DeepSpeed fail there for other reasons).
+        requires=("ms-swift>=4.0", "deepspeed>=0.14"),
+        settings=(  # --deepspeed takes a JSON string in swift
+            *FIELD_SHAPE,
+            'deepspeed="{\\"zero_optimization\\": {\\"stage\\": 2}, \\"gradient_accumulation_steps\\": 4, '
+            '\\"train_micro_batch_size_per_gpu\\": \\"auto\\", \\"train_batch_size\\": \\"auto\\"}"',
+        ),
+        upstream=r"Check batch related parameters|Please correct the following DeepSpeed config values that mismatch",
+        patched=r"GRPOSettingsError: The DeepSpeed config \(deepspeed=<dict>\) contradicts the trainer's batch"
+        r".*gradient_accumulation_steps: 4 in the DeepSpeed config, but --gradient_accumulation_steps 8",
+        launcher="zero2",
+    ),
+    Reproducer(
+        id="deepspeed-ga-double-scaling",
+        patch="trl.deepspeed-gas-double-scaling",
+        known_failure="KF-5",
+        script="ga-scaling",  # one GRPO step, GA 4, launched with DDP and with ZeRO-2: same grad_norm expected
+        requires=("trl>=0.14", "transformers>=4.48.0,<4.49", "deepspeed"),
+        settings=(),
+        upstream=r"ZeRO-2 grad_norm is 1/4 of DDP's",  # trains silently, with a gradient 4x too small
+        patched=None,
+    ),
+    Reproducer(
+        id="peft-checkpointing-no-input-grads",
+        patch="trl.peft-input-grads",
+        known_failure="KF-5",
+        script="grpo",
+        requires=("trl>=0.14,<0.16", "peft"),
+        settings=("gradient_checkpointing=true",),  # transformers 4.x: reentrant
+        flags=("--lora",),
+        upstream=r"element 0 of tensors does not require grad and does not have a grad_fn",
+        patched=None,
+    ),
+    Reproducer(
+        id="peft-zero3-checkpoint-error",
+        patch="trl.peft-zero3-reentrant",
+        known_failure="KF-5",
+        script="grpo",
+        # trl >= 0.27 defaults to non-reentrant checkpointing; DeepSpeed#8148 (0.19.3) fixed it on its side.
+        # DeepSpeed >= 0.19.0 for stage3_allgather_sequential: older ZeRO-3 on CPU/gloo waits only for the last
+        # of its coalesced all-gathers and loads garbage in some runs (fixed in 0.19.8); sequential avoids it.
+        requires=("trl>=0.27,<1.9", "peft", "deepspeed>=0.19.0,<0.19.3"),
+        settings=(
+            "gradient_checkpointing=true",
+            'model_init_kwargs={"device_map": null}',  # trl clears "auto" only for GPU launches
+            # Persistence threshold 0: the tiny model's frozen weights are partitioned, as a real model's are.
+            'deepspeed={"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0, '
+            '"stage3_allgather_sequential": true}, "train_micro_batch_size_per_gpu": "auto", '
+            '"gradient_accumulation_steps": "auto", "train_batch_size": "auto"}',
+        ),
+        flags=("--lora",),
+        upstream=r"CheckpointError.*Recomputed values for the following tensors have different metadata",
+        patched=None,
+        launcher="zero3",
+    ),
+)
+
+# The learning watchdog (KF-5): a run built to learn nothing. Upstream finishes without a word while the
+# weights stay put ("learns" fails); patched with GRPO_COMPAT_WATCHDOG=stop it ends with the diagnosis.
+_STALLED = r"trainable parameters did not change|no group had any reward spread"
+_WATCHDOG_RUNS = (
+    # (id suffix, flags, settings, the diagnosis the patched run must give, launcher, extra cell window)
+    ("constant-reward", ("--reward", "constant"), (), r"same reward.*advantage", "python", ()),
+    ("lr-zero", (), ("learning_rate=0",), r"the learning rate is 0", "python", ()),
+    ("bf16-weights", ("--weights-dtype", "bfloat16"), ("learning_rate=1e-6",), r"bf16", "python", ()),
+    ("constant-reward-zero3", ("--reward", "constant"), (), r"same reward.*advantage", "zero3", ZERO3_ON_CPU),
+    ("lr-zero-zero3", (), ("learning_rate=0",), r"the learning rate is 0", "zero3", ZERO3_ON_CPU),
+)
+REPRODUCERS += tuple(
+    Reproducer(
+        id=f"watchdog-{suffix}",
+        patch="trl.learning-watchdog",
+        known_failure="KF-5",
+        script="grpo",
+        requires=("trl>=0.14", *window),
+        settings=settings,
+        flags=(*flags, "--watchdog", "stop"),
+        upstream=_STALLED,
+        patched=r"TrainingStalledError: GRPO is not learning: .*" + diagnosis,
+        launcher=launcher,
+        checks=("learns",),
+    )
+    for suffix, flags, settings, diagnosis, launcher, window in _WATCHDOG_RUNS
+)
+# ms-swift: the watchdog reaches swift's GRPOTrainer through trl's train() (SwiftMixin.train -> super().train()).
+REPRODUCERS += (
+    Reproducer(
+        id="watchdog-constant-reward-swift",
+        patch="trl.learning-watchdog",
+        known_failure="KF-5",
+        script="swift",
+        requires=("ms-swift>=3.5",),
+        settings=(),
+        flags=("--reward", "constant", "--watchdog", "stop"),
+        upstream=_STALLED,
+        patched=r"TrainingStalledError: GRPO is not learning: .*same reward.*advantage",
+        checks=("learns",),
     ),
 )

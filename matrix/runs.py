@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_compat.versions import window_problem
-from matrix.reproducers import REPRODUCERS
+from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS
 
 MATRIX = Path(__file__).resolve().parent
 SCRIPTS = {"grpo": MATRIX / "smoke_grpo.py", "swift": MATRIX / "smoke_swift.py"}
@@ -25,6 +25,7 @@ PROBES = {
     "logps-swift": MATRIX / "probe_logps_swift.py",
     "lm-head": MATRIX / "probe_lm_head.py",
     "lm-head-unsloth": MATRIX / "probe_lm_head_unsloth.py",
+    "ga-scaling": MATRIX / "probe_ga_scaling.py",  # launches DDP and ZeRO-2 smoke runs itself
 }
 # Which cells a script runs in: TRL cells ("grpo") or ms-swift cells ("swift").
 CELL_FAMILY = {
@@ -34,6 +35,7 @@ CELL_FAMILY = {
     "logps-swift": "swift",
     "lm-head": "grpo",
     "lm-head-unsloth": "grpo",
+    "ga-scaling": "grpo",
 }
 STEPS = 3
 
@@ -50,6 +52,8 @@ class Run:
     expectation: str = "trains"
     timeout_s: int = 900
     skip: str | None = None  # why this run is not run here
+    checks: tuple[str, ...] = ()  # further judge checks of a run that trains (CHECKS, see failed_checks())
+    same_as_plain: bool = True  # patched: weights bit-identical to plain (False where a patch corrects the run)
 
     @property
     def name(self) -> str:
@@ -65,13 +69,25 @@ class Run:
 # CPU/gloo defect outside GRPO, random per run, so these runs are skipped with the reason shown.
 ZERO3_CPU_WINDOW = ("deepspeed>=0.19.8",)
 ZERO3_CPU_SKIP = "DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load (upstream, random per run)"
+# transformers 4.48 + DeepSpeed divide the loss by gradient accumulation twice; trl.deepspeed-gas-double-scaling
+# scales it once, so a patched DeepSpeed run with accumulation > 1 moves the weights differently from plain
+# (the deepspeed-ga-double-scaling reproducer shows the patched gradient is DDP's).
+ACCUMULATION_CORRECTED = ("transformers>=4.48.0,<4.49",)
 
 
-def _pair(kind: str, script: str, launcher: str = "python", skip: str | None = None) -> list[Run]:
+def _pair(
+    kind: str,
+    script: str,
+    launcher: str = "python",
+    skip: str | None = None,
+    settings: tuple[str, ...] = (),
+    checks: tuple[str, ...] = (),
+) -> list[Run]:
     patched_expectation = "trains, weights identical to plain"
+    shared = dict(settings=settings, skip=skip, checks=checks)
     return [
-        Run(kind, "plain", script, launcher, skip=skip),
-        Run(kind, "patched", script, launcher, expectation=patched_expectation, skip=skip),
+        Run(kind, "plain", script, launcher, **shared),
+        Run(kind, "patched", script, launcher, expectation=patched_expectation, **shared),
     ]
 
 
@@ -86,6 +102,15 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
             if versions.get("deepspeed"):
                 skip = ZERO3_CPU_SKIP if window_problem(ZERO3_CPU_WINDOW, versions) else None
                 runs += _pair("zero2", "grpo", "zero2") + _pair("zero3", "grpo", "zero3", skip)
+                accumulating = _pair("zero2-ga8", "grpo", "zero2", None, FIELD_SHAPE, CHECKS)
+                accumulating += _pair("zero3-ga8", "grpo", "zero3", skip, FIELD_SHAPE, CHECKS)
+                if window_problem(ACCUMULATION_CORRECTED, versions) is None:
+                    corrected = "trains; weights differ from plain: trl.deepspeed-gas-double-scaling scales once"
+                    accumulating = [
+                        replace(run, same_as_plain=False, expectation=corrected) if run.mode == "patched" else run
+                        for run in accumulating
+                    ]
+                runs += accumulating
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
         if CELL_FAMILY[reproducer.script] != script or window_problem(reproducer.requires, versions):
@@ -106,6 +131,7 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
                     flags=reproducer.flags,
                     expect_error=expect_error,
                     expectation=expectation,
+                    checks=reproducer.checks,
                 )
             )
     return runs
@@ -162,10 +188,13 @@ def judge(run: Run, result: dict | None, plain_sha: str | None) -> tuple[str, st
         return "fail", "crashed before writing a result"
     error = result.get("error") or ""
     first_line = error.splitlines()[0][:160] if error else ""
+    findings = failed_checks(run, result) if result.get("status") == "ok" else []
     if run.expect_error is not None:
-        if result.get("status") == "error" and re.search(run.expect_error, error, re.S):
-            return "pass", first_line
-        return "fail", first_line or "trained, but an error was expected"
+        # A silent upstream failure is a failed check of a run that trained; "phase" says when a run failed.
+        evidence = "\n".join([error, *findings, f"phase: {result.get('phase')}"])
+        if (result.get("status") == "error" or findings) and re.search(run.expect_error, evidence, re.S):
+            return "pass", first_line or findings[0]
+        return "fail", first_line or "; ".join(findings) or "trained, but an error was expected"
     if run.script in PROBES:  # a probe judges itself; its summary says what it checked
         ok = result.get("status") == "ok"
         return ("pass" if ok else "fail"), (result.get("summary") or "") if ok else first_line
@@ -175,6 +204,50 @@ def judge(run: Run, result: dict | None, plain_sha: str | None) -> tuple[str, st
         return "fail", first_line
     if not result.get("all_trainable_params_changed"):
         return "fail", f"weights did not change: {', '.join(result.get('unchanged_params') or [])[:120]}"
-    if run.mode == "patched" and plain_sha and result.get("weights_sha256") != plain_sha:
+    if findings:
+        return "fail", "; ".join(findings)
+    if run.mode == "patched" and run.same_as_plain and plain_sha and result.get("weights_sha256") != plain_sha:
         return "fail", "trained, but weights differ from the plain run"
-    return "pass", "trained"
+    shown = checked(run, result)
+    return "pass", "trained" + (f" ({shown})" if shown else "")
+
+
+def failed_checks(run: Run, result: dict) -> list[str]:
+    """What the run's CHECKS found wrong in a result that trained, one sentence each."""
+    warnings = result.get("watchdog_warnings") or []
+    found = [f"the watchdog warned on a run expected to learn: {warning[:200]}" for warning in warnings]
+    if "learns" in run.checks and not result.get("all_trainable_params_changed"):
+        unchanged = result.get("unchanged_params") or []
+        found.append(f"{len(unchanged)} trainable parameters did not change: {', '.join(unchanged)[:120]}")
+    if "learns" in run.checks and result.get("reward_std") == 0:
+        found.append("no group had any reward spread (reward_std 0): every advantage is 0, nothing to learn from")
+    ranks = result.get("changed_on_ranks") or []
+    if "ranks" in run.checks and (len(ranks) < 2 or not all(ranks)):
+        found.append(f"weights did not change on every rank: changed_on_ranks {ranks}")
+    kl = result.get("kl_per_step") or []
+    if "kl" in run.checks and (len(kl) < 2 or not all(value is not None and value > 0 for value in kl[1:])):
+        found.append(f"KL is not above 0 after the first update: kl per step {kl}")
+    engine = result.get("engine_gradient_accumulation_steps"), result.get("engine_optimizer_steps")
+    trainer = result.get("trainer_gradient_accumulation_steps"), result.get("steps")
+    if "accumulation" in run.checks and engine != trainer:
+        found.append(
+            f"DeepSpeed took {engine[1]} optimizer steps for {trainer[1]} trainer steps "
+            f"(gradient_accumulation_steps: DeepSpeed {engine[0]}, trainer {trainer[0]})"
+        )
+    return found
+
+
+def checked(run: Run, result: dict) -> str:
+    """The numbers a passing run's ranks / kl / accumulation checks looked at, for the report."""
+    shown = []
+    if "ranks" in run.checks:
+        shown.append(f"changed on ranks {result.get('changed_on_ranks')}")
+    if "kl" in run.checks:
+        shown.append(f"kl per step [{', '.join(f'{value:.2g}' for value in result.get('kl_per_step') or [])}]")
+    if "accumulation" in run.checks:
+        shown.append(
+            f"DeepSpeed {result.get('engine_optimizer_steps')} optimizer steps x "
+            f"{result.get('engine_gradient_accumulation_steps')} accumulation = trainer {result.get('steps')} x "
+            f"{result.get('trainer_gradient_accumulation_steps')}"
+        )
+    return "; ".join(shown)

@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
+from grpo_compat.testing.ranks import answers_of_all_ranks, changed_locally, deepspeed_accounting, local_parameters
 from grpo_compat.testing.smoke import (
     ignore_logits_to_keep,
     last_logged,
-    length_reward,
     parse_args,
     prompt_texts,
+    reward_function,
     run_smoke,
     snapshot,
     tiny_model,
@@ -61,6 +62,15 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
     return {k: v for k, v in wanted.items() if k in known}, sorted(set(wanted) - known)
 
 
+def lora_config() -> Any:
+    from peft import LoraConfig
+
+    # bias="lora_only": the adapted layers' biases train too, so both of Trainer's optimizer groups (weight
+    # decay / none) hold parameters. DeepSpeed drops an empty group, and torch 2.13's LambdaLR then fails on
+    # the group count ("zip() argument 2 is longer than argument 1"), a torch/DeepSpeed clash outside GRPO.
+    return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], bias="lora_only", task_type="CAUSAL_LM")
+
+
 def prompts():
     from datasets import Dataset
 
@@ -90,24 +100,52 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
 
     from trl import GRPOConfig, GRPOTrainer
 
+    result["phase"] = "config"  # where a failure happened: before or after the models load
     kwargs, result["config_fields_dropped"] = config_kwargs(GRPOConfig, output_dir, args)
     with visible_gpus(args.fake_gpus):
         config = GRPOConfig(**kwargs)
     result["n_gpu"] = config.n_gpu
+    hf_deepspeed = getattr(config, "hf_deepspeed_config", None)  # set by a deepspeed= config (dict or file)
+    if config.use_cpu and hf_deepspeed is not None and hf_deepspeed.is_zero3():
+        # With a GPU, accelerate starts DeepSpeed's communication for such a config; with use_cpu only gloo,
+        # and ZeRO-3's zero.Init while the model loads would count 1 process (DeepSpeed's batch assertion).
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
     if args.mode == "patched" and args.apply_late:
         grpo_compat.apply()  # as a script that calls apply() between building the config and the trainer
     # A path, not a model object: with beta > 0, trl 0.19+ reloads the reference model from config._name_or_path.
     model: Any = str(model_dir)
     if args.model_ignores_logits_to_keep:  # the policy only; the reference model reloaded by trl honours it
         model = ignore_logits_to_keep(transformers.AutoModelForCausalLM.from_pretrained(model_dir))
-    trainer = GRPOTrainer(model=model, reward_funcs=length_reward, args=config, train_dataset=prompts())
-    trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    elif args.weights_dtype != "float32":  # held in bf16; without --set bf16=true there are no fp32 master weights
+        import torch
+
+        dtype = getattr(torch, args.weights_dtype)
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
+    result["phase"] = "model"
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_function(args),
+        args=config,
+        train_dataset=prompts(),
+        peft_config=lora_config() if args.lora else None,
+    )
+    result["phase"] = "train"
+    trainable = result["trainable_params"] = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    held_before = local_parameters(trainer.model)
     before = snapshot(trainer.model)
     started = time.perf_counter()
     trainer.train()
     result["train_time_s"] = round(time.perf_counter() - started, 3)
     after = snapshot(trainer.model)
+    # Each rank judges the values it holds itself (its ZeRO-3 partition); rank 0 writes every answer.
+    result["changed_on_ranks"] = answers_of_all_ranks(changed_locally(held_before, local_parameters(trainer.model)))
+    result["trainer_gradient_accumulation_steps"] = trainer.args.gradient_accumulation_steps
+    result.update(deepspeed_accounting(trainer))
     logs = trainer.state.log_history
+    result["kl_per_step"] = [entry["kl"] for entry in logs if "kl" in entry]
+    result["grad_norms"] = [entry["grad_norm"] for entry in logs if "grad_norm" in entry]
     result.update(
         steps=trainer.state.global_step,
         final_loss=last_logged(logs, "loss"),

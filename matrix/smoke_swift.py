@@ -29,9 +29,9 @@ from typing import Any
 
 from grpo_compat.testing.smoke import (
     last_logged,
-    length_reward,
     parse_args,
     prompt_texts,
+    reward_function,
     run_smoke,
     snapshot,
     tiny_model,
@@ -54,10 +54,10 @@ def swift_api() -> SimpleNamespace:
     return SimpleNamespace(pipeline=SwiftRLHF, arguments=RLHFArguments, orm=ORM, orms=orms)
 
 
-def register_reward(api: SimpleNamespace) -> None:
+def register_reward(api: SimpleNamespace, reward: Any) -> None:
     class SmokeLengthReward(api.orm):  # type: ignore[name-defined,misc]
         def __call__(self, completions: list, **kwargs: Any) -> list[float]:
-            return length_reward(completions)
+            return reward(completions)
 
     api.orms[REWARD_NAME] = SmokeLengthReward
 
@@ -145,7 +145,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     model_dir = tiny_model(args)
 
     api = swift_api()
-    register_reward(api)
+    register_reward(api, reward_function(args))
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     dataset = write_dataset(Path(output_dir) / "smoke_prompts.jsonl")
     argv, result["config_fields_dropped"] = swift_argv(api, model_dir, dataset, output_dir, args)

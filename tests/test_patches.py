@@ -78,7 +78,30 @@ def _full_length_log_probs_have_k_columns() -> bool:
     return log_probs(result).shape == (2, 5)
 
 
+class _CallbackAdded(Exception):
+    pass
+
+
+def _grpo_training_gets_the_learning_watchdog() -> bool:
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    def add_callback(callback):
+        raise _CallbackAdded(type(callback).__name__)  # stop before any training
+
+    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[]), add_callback=add_callback)
+    try:
+        GRPOTrainer.train(trainer)
+    except _CallbackAdded as added:
+        return str(added) == "LearningWatchdog"
+    except Exception:  # noqa: BLE001 - upstream's train() on a bare object: no watchdog
+        return False
+    return False
+
+
 EFFECT_PROBES = {
+    "trl.learning-watchdog": _grpo_training_gets_the_learning_watchdog,
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
     "trl.grpo-trainer-check": _trainer_refuses_a_bad_config_before_loading,
     "trl.launch-guard": _two_gpu_plain_launch_is_refused_by_grpo_compat,
@@ -96,6 +119,17 @@ EFFECT_PROBES = {
     "trl.liger-lm-head-guard": None,
     # unsloth imports only on a GPU: its guard functions are tested on CPU by tests/test_lm_head_shape_guard.py.
     "unsloth.lm-head-guard": None,
+    # deepspeed is not in this env (no DeepSpeed config can be built without it): proven in the trl-1.16 and
+    # trl-0.16 cell envs, and for ms-swift 4.6 with DeepSpeed 0.19.8 beside it, by tests/test_deepspeed_agreement.py.
+    "trl.deepspeed-agreement": None,
+    "swift.deepspeed-agreement": None,
+    # transformers 4.48.x only (this env has 5.23, no deepspeed): proven in the trl-0.15 cell (ZeRO-2 vs DDP
+    # grad_norm) by tests/test_deepspeed_gas_scaling.py.
+    "trl.deepspeed-gas-double-scaling": None,
+    # trl 0.14-0.15 only, and neither peft nor deepspeed is in this env: proven in the trl-0.15 and
+    # trl-0.29-peft-zero3 cells (LoRA training runs) by tests/test_peft_patches.py.
+    "trl.peft-input-grads": None,
+    "trl.peft-zero3-reentrant": None,
 }
 
 

@@ -35,11 +35,13 @@ def model_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("tiny-qwen2")
 
 
-def smoke(name: str, mode: str, model_dir, tmp_path, *settings: str, script: str = "smoke_grpo.py") -> dict:
+def smoke(
+    name: str, mode: str, model_dir, tmp_path, *settings: str, script: str = "smoke_grpo.py", flags: tuple = ()
+) -> dict:
     output = tmp_path / f"{name}-{mode}-{len(list(tmp_path.iterdir()))}.json"
     command = [cell_python(name), str(REPO / "matrix" / script), "--mode", mode, "--steps", "3"]
     command += ["--model-dir", str(model_dir), "--output", str(output)]
-    command += [arg for setting in settings for arg in ("--set", setting)]
+    command += [arg for setting in settings for arg in ("--set", setting)] + list(flags)
     completed = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
     assert output.exists(), completed.stderr[-3000:]
     return json.loads(output.read_text())

@@ -23,7 +23,8 @@ from grpo_compat.versions import installed_versions  # metadata only: applies no
 
 RESULT_FIELDS = (
     "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "
-    "config_fields_dropped train_time_s"
+    "config_fields_dropped train_time_s phase changed_on_ranks kl_per_step trainer_gradient_accumulation_steps "
+    "engine_gradient_accumulation_steps engine_optimizer_steps grad_norms trainable_params"
 ).split()
 
 
@@ -50,6 +51,20 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         action="store_true",
         help="ms-swift: label every token of each GRPO batch's first sample, so logits_to_keep = L (KF-1 reproducer)",
     )
+    p.add_argument(
+        "--reward",
+        choices=("length", "constant"),
+        default="length",
+        help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer)",
+    )
+    p.add_argument(
+        "--weights-dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="dtype the policy is loaded in; bfloat16 without --set bf16=true: bf16 weights, no fp32 master",
+    )
+    p.add_argument("--watchdog", choices=("warn", "stop", "off"), help="patched mode: GRPO_COMPAT_WATCHDOG")
+    p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     args = p.parse_args(argv)
     args.config_overrides = {}
@@ -71,6 +86,32 @@ def is_rank_zero() -> bool:
 
 def prompt_texts(n: int = 16) -> list[str]:
     return [f"Question {i}: what is {i * 7 % 13} plus {i * 5 % 11}? Answer:" for i in range(n)]
+
+
+def constant_reward(completions: list, **kwargs: Any) -> list[float]:
+    return [1.0 for _ in completions]
+
+
+def reward_function(args: argparse.Namespace) -> Callable[..., list[float]]:
+    return constant_reward if args.reward == "constant" else length_reward
+
+
+class WatchdogWarnings:
+    """Collects grpo_compat's "GRPO is not learning" warnings of this process into the result."""
+
+    def __init__(self, result: dict) -> None:
+        import logging
+
+        self.result = result
+        result["watchdog_warnings"] = []
+        handler = logging.Handler()
+        handler.emit = self._record  # type: ignore[method-assign]
+        logging.getLogger("grpo_compat").addHandler(handler)
+
+    def _record(self, record: Any) -> None:
+        message = record.getMessage()
+        if message.startswith("GRPO is not learning"):
+            self.result["watchdog_warnings"].append(message)
 
 
 def length_reward(completions: list, **kwargs: Any) -> list[float]:
@@ -112,10 +153,12 @@ def weight_change(trainable: list[str], before: dict, after: dict, checkpoint: P
 
     saved = load_file(str(Path(checkpoint) / "model.safetensors"))
     unchanged = [n for n in trainable if torch.equal(before[n], after[n])]
+    # A PEFT model holds the checkpoint's weights under other names: base_model.model.<name>, .base_layer.
+    loaded = {n.removeprefix("base_model.model.").replace(".base_layer.", "."): t for n, t in before.items()}
     return {
         "all_trainable_params_changed": bool(trainable) and not unchanged,
         "unchanged_params": unchanged,
-        "corrupted_at_load": sorted(n for n, t in saved.items() if n in before and not torch.equal(before[n], t)),
+        "corrupted_at_load": sorted(n for n, t in saved.items() if n in loaded and not torch.equal(loaded[n], t)),
         "weights_sha256": digest(after),
     }
 
@@ -185,6 +228,9 @@ def run_smoke(tag: str, args: argparse.Namespace, train: Callable[[argparse.Name
     start = time.perf_counter()
     result: dict[str, Any] = {"status": "error", "error": None, "mode": args.mode, "versions": installed_versions()}
     result.update(dict.fromkeys(RESULT_FIELDS))
+    if args.watchdog:
+        os.environ["GRPO_COMPAT_WATCHDOG"] = args.watchdog
+    WatchdogWarnings(result)
     try:
         with tempfile.TemporaryDirectory(prefix=f"{tag}_") as tmp:
             train(args, args.output_dir or tmp, result)

@@ -1,0 +1,48 @@
+"""Install grpo_compat's learning watchdog on every GRPO training run (TRL, and ms-swift through it).
+
+Symptom:   a GRPO run finishes without an error while the weights never change and KL stays
+           exactly 0: zero advantages (every completion of a prompt rewarded alike), learning rate 0,
+           an accumulation boundary never reached, frozen parameters, or bf16 weights without fp32
+           master weights that round lr-1e-6 updates away.
+Upstream:  KNOWN_FAILURES.md KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
+Affects:   every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
+           SwiftMixin.train -> super().train()). Settings: GRPO_COMPAT_WATCHDOG=warn|stop|off and the
+           thresholds in grpo_compat/watchdog.py.
+Remove when: never by version: the watchdog catches configurations, not an upstream bug.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_compat.registry import patch
+
+# The callback's class name, so a second train() call (resume, or a notebook re-run) adds no second one.
+WATCHDOG_CLASS = "LearningWatchdog"
+
+
+@patch(
+    id="trl.learning-watchdog",
+    requires="trl>=0.14",
+    # Inherited from transformers' Trainer: wrapping it on trl's GRPOTrainer scopes the watchdog to
+    # GRPO (trl's, its subclasses and ms-swift's), and swift deletes only __init__ and log from it.
+    targets="trl.trainer.grpo_trainer:GRPOTrainer.train",
+    expects=("self",),
+)
+def train_with_watchdog(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    from grpo_compat.watchdog import WatchdogSettings
+
+    settings = WatchdogSettings.from_env()
+    handler = getattr(trainer, "callback_handler", None)
+    present = handler is not None and any(type(c).__name__ == WATCHDOG_CLASS for c in handler.callbacks)
+    if settings.mode == "off" or handler is None or present:
+        return wrapped(trainer, *args, **kwargs)
+
+    from grpo_compat.watchdog_callback import build_callback
+
+    watchdog = build_callback(settings)
+    trainer.add_callback(watchdog)
+    try:
+        return wrapped(trainer, *args, **kwargs)
+    finally:
+        trainer.remove_callback(watchdog)  # leaves the trainer as it found it

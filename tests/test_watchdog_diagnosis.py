@@ -1,0 +1,99 @@
+"""The watchdog's diagnosis (a pure function of the evidence) and its settings from the environment.
+
+The real runs that trigger it (constant reward, lr 0, bf16 weights at lr 1e-6, ZeRO-3) are in
+tests/test_learning_watchdog.py and the matrix.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grpo_compat.errors import GRPOSettingsError
+from grpo_compat.watchdog import Evidence, WatchdogSettings, diagnose
+
+SETTINGS = WatchdogSettings()
+
+
+def healthy(**changes) -> Evidence:
+    evidence = Evidence(
+        trainable_elements=1000,
+        sampled_elements=100,
+        changed_elements=99,
+        optimizer_steps=2,
+        trainer_steps=2,
+        learning_rates=[1e-5, 1e-5],
+        grad_norms=[0.3, 0.2],
+        kls=[0.0, 0.01],
+        zero_spread=[False, False],
+    )
+    for name, value in changes.items():
+        setattr(evidence, name, value)
+    return evidence
+
+
+def test_a_healthy_run_gets_no_finding():
+    assert diagnose(healthy(), SETTINGS) is None
+
+
+def test_unchanged_weights_with_constant_rewards_blame_zero_advantages():
+    finding = diagnose(healthy(changed_elements=0, grad_norms=[0.0, 0.0], zero_spread=[True, True]), SETTINGS)
+    assert "same reward" in finding.cause and "advantage" in finding.cause
+    assert "0 of 100 sampled weight elements changed" in finding.problem
+
+
+def test_learning_rate_zero_is_named_before_anything_else():
+    finding = diagnose(healthy(changed_elements=0, learning_rates=[0.0, 0.0]), SETTINGS)
+    assert finding.cause == "the learning rate is 0"
+
+
+def test_bf16_weights_moving_too_little_blame_precision():
+    finding = diagnose(healthy(changed_elements=24, low_precision_weights=True), SETTINGS)
+    assert "bf16" in finding.cause and "float32" in finding.fix
+
+
+def test_optimizer_that_never_stepped_blames_the_accumulation_boundary():
+    finding = diagnose(healthy(changed_elements=0, optimizer_steps=0), SETTINGS)
+    assert "accumulation" in finding.cause and "GradientAccumulationPlugin" in finding.cause
+
+
+def test_no_trainable_parameters_is_reported_as_frozen():
+    assert "frozen" in diagnose(healthy(trainable_elements=0), SETTINGS).cause
+
+
+def test_a_run_of_zero_spread_steps_is_reported_even_when_weights_move():
+    settings = WatchdogSettings(zero_spread_steps=3)
+    assert diagnose(healthy(zero_spread=[False, True, True]), settings) is None
+    finding = diagnose(healthy(zero_spread=[False, True, True, True]), settings)
+    assert "3 logged steps in a row" in finding.problem
+
+
+@given(
+    st.builds(
+        Evidence,
+        trainable_elements=st.integers(0, 10**9),
+        sampled_elements=st.integers(0, 10**4),
+        changed_elements=st.integers(0, 10**4),
+        low_precision_weights=st.booleans(),
+        optimizer_steps=st.none() | st.integers(0, 10),
+        trainer_steps=st.integers(0, 10),
+        learning_rates=st.lists(st.floats(allow_nan=True)),
+        grad_norms=st.lists(st.floats(allow_nan=True)),
+        zero_spread=st.lists(st.booleans()),
+    )
+)
+def test_diagnosis_never_raises_and_every_finding_says_what_to_change(evidence):
+    finding = diagnose(evidence, SETTINGS)
+    if finding is not None:
+        assert finding.problem and finding.cause and finding.fix
+        assert finding.message().startswith("GRPO is not learning: ")
+
+
+def test_settings_come_from_the_environment_and_bad_values_are_named():
+    settings = WatchdogSettings.from_env({"GRPO_COMPAT_WATCHDOG": "stop", "GRPO_COMPAT_WATCHDOG_STEPS": "4"})
+    assert (settings.mode, settings.check_after_steps) == ("stop", 4)
+    with pytest.raises(GRPOSettingsError, match="GRPO_COMPAT_WATCHDOG='loud' is not one of warn, stop, off"):
+        WatchdogSettings.from_env({"GRPO_COMPAT_WATCHDOG": "loud"})
+    with pytest.raises(GRPOSettingsError, match=r"GRPO_COMPAT_WATCHDOG_MIN_CHANGED='2'.*between 0.0 and 1.0"):
+        WatchdogSettings.from_env({"GRPO_COMPAT_WATCHDOG_MIN_CHANGED": "2"})
