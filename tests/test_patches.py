@@ -14,7 +14,7 @@ import grpo_compat
 from grpo_compat.errors import GRPOSettingsError, LaunchError
 from grpo_compat.registry import registered_patches
 from grpo_compat.report import Status
-from grpo_compat.versions import window_problem
+from grpo_compat.versions import installed_version, window_problem
 from tests.conftest import REPO, run_python
 
 PATCHES = registered_patches()
@@ -100,6 +100,40 @@ def _grpo_training_gets_the_learning_watchdog() -> bool:
     return False
 
 
+def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built() -> bool:
+    import os
+    import tempfile
+
+    from trl import GRPOConfig
+
+    saved = dict(os.environ)  # TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process
+    deepspeed = {
+        "zero_optimization": {"stage": 2},
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": 4,
+    }
+    try:
+        with tempfile.TemporaryDirectory() as output_dir:
+            GRPOConfig(
+                output_dir=output_dir,
+                deepspeed=deepspeed,
+                per_device_train_batch_size=2,
+                gradient_accumulation_steps=2,
+                num_generations=2,
+                use_cpu=True,
+                bf16=False,
+                report_to="none",
+            )
+    except GRPOSettingsError:
+        return True
+    except Exception:  # noqa: BLE001 - upstream refuses only later, in train()
+        return False
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return False
+
+
 EFFECT_PROBES = {
     "trl.learning-watchdog": _grpo_training_gets_the_learning_watchdog,
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
@@ -119,9 +153,14 @@ EFFECT_PROBES = {
     "trl.liger-lm-head-guard": None,
     # unsloth imports only on a GPU: its guard functions are tested on CPU by tests/test_lm_head_shape_guard.py.
     "unsloth.lm-head-guard": None,
-    # deepspeed is not in this env (no DeepSpeed config can be built without it): proven in the trl-1.16 and
-    # trl-0.16 cell envs, and for ms-swift 4.6 with DeepSpeed 0.19.8 beside it, by tests/test_deepspeed_agreement.py.
-    "trl.deepspeed-agreement": None,
+    # Needs deepspeed (a DeepSpeed config cannot be built without it); also proven in the trl-1.16 and trl-0.16
+    # cell envs, and for ms-swift 4.6 with DeepSpeed 0.19.8 beside it, by tests/test_deepspeed_agreement.py.
+    "trl.deepspeed-agreement": (
+        _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built
+        if installed_version("deepspeed")
+        else None
+    ),
+    # ms-swift is not in this env: proven in the swift-4.6 env with DeepSpeed beside it (test_deepspeed_agreement.py).
     "swift.deepspeed-agreement": None,
     # transformers 4.48.x only (this env has 5.23, no deepspeed): proven in the trl-0.15 cell (ZeRO-2 vs DDP
     # grad_norm) by tests/test_deepspeed_gas_scaling.py.
