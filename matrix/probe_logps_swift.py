@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_compat.testing.smoke import parse_args, run_smoke, tiny_model
+from grpo_compat.testing.smoke import parse_args, reward_function, run_smoke, tiny_model
 
 
 class ProbeFailed(AssertionError):
@@ -52,7 +52,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     model_dir = tiny_model(args)
     padding_free = bool(args.config_overrides.pop("padding_free", False))
     api = swift_api()
-    register_reward(api)
+    register_reward(api, reward_function(args))
     dataset = write_dataset(Path(output_dir) / "probe_prompts.jsonl")
     argv, _ = swift_argv(api, model_dir, dataset, output_dir, args)
     pipeline = api.pipeline(argv)

@@ -151,7 +151,7 @@ def main() -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from smoke_swift import register_reward, swift_api, swift_argv, write_dataset
 
-    from grpo_compat.testing.smoke import parse_args
+    from grpo_compat.testing.smoke import parse_args, reward_function
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
 
     args = parse_args(__doc__.splitlines()[0], "swift rlhf argument", ["--model-dir", sys.argv[1]])
@@ -159,7 +159,7 @@ def main() -> None:
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="swift_logps_checks_") as output_dir:
         api = swift_api()
-        register_reward(api)
+        register_reward(api, reward_function(args))
         dataset = write_dataset(Path(output_dir) / "prompts.jsonl")
         argv, _ = swift_argv(api, model_dir, dataset, output_dir, args)
         pipeline = api.pipeline(argv)
