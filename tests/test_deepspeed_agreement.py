@@ -144,12 +144,12 @@ CASES = {  # name -> (environment of an accelerate launch, GRPOConfig(deepspeed=
     "launch-accumulation": ({"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "4"}, None),
 }
 BUILD_CONFIGS = """
-import json, os, sys
+import importlib, json, os, sys
 import grpo_compat
 from grpo_compat.deepspeed_agreement import BATCH_KEYS, agree_with_trainer
 if sys.argv[1] == "patched":
     grpo_compat.apply()
-from trl import GRPOConfig
+GRPOConfig = importlib.import_module(sys.argv[4]).GRPOConfig  # trl's, or ms-swift 4.x's own
 
 outcomes = {}
 for name, (environment, deepspeed) in json.loads(sys.argv[2]).items():
@@ -189,7 +189,7 @@ def built(cell: str, mode: str, folder: str) -> dict:
         for name, (env, deepspeed) in CASES.items()
     }
     result = run_python(
-        f"import sys; sys.argv[1:] = {[mode, json.dumps(cases), folder]!r}\n" + BUILD_CONFIGS,
+        f"import sys; sys.argv[1:] = {[mode, json.dumps(cases), folder, 'trl']!r}\n" + BUILD_CONFIGS,
         python=cell_python(cell),
         env={"TORCH_EXTENSIONS_DIR": str(Path(cell_python(cell)).parent.parent / "torch_extensions")},
     )
@@ -292,28 +292,6 @@ def test_two_patches_on_grpo_config_post_init_apply_and_revert_cleanly(order, fo
     assert steps["end"] is True
 
 
-SWIFT_CONFIGS = """
-import json, sys
-import grpo_compat
-if sys.argv[1] == "patched":
-    grpo_compat.apply()
-from swift.rlhf_trainers.arguments import GRPOConfig
-
-outcomes = {}
-for name, deepspeed in json.loads(sys.argv[2]).items():
-    try:
-        config = GRPOConfig(
-            output_dir=sys.argv[3], deepspeed=deepspeed, per_device_train_batch_size=2, gradient_accumulation_steps=2,
-            num_generations=2, use_cpu=True, bf16=False, report_to="none",
-        )
-    except Exception as error:
-        outcomes[name] = {"error": f"{type(error).__name__}: {error}"}
-        continue
-    outcomes[name] = {"accumulation": config.deepspeed_plugin.deepspeed_config.get("gradient_accumulation_steps")}
-print(json.dumps({"outcomes": outcomes, "report": grpo_compat.report().to_dict()}))
-"""
-
-
 def deepspeed_beside_swift(folder: Path) -> Path:
     """A folder that puts the trl-1.16 env's DeepSpeed 0.19.8 (same torch 2.13 CPU build) on swift-4.6's path."""
     site = next(Path(cell_python("trl-1.16")).parent.parent.glob("lib/python3.*/site-packages"))
@@ -332,10 +310,11 @@ def deepspeed_beside_swift(folder: Path) -> Path:
 
 def test_swift_4_config_is_checked_by_the_swift_patch_because_swift_skips_trls_post_init(folder):
     cases = {
-        "hard-coded": {**AUTO, ACCUMULATION: 4},
-        "absent": {"zero_optimization": {"stage": 2}, MICRO: "auto", TOTAL: "auto"},
+        "hard-coded": ({}, {**AUTO, ACCUMULATION: 4}),
+        "absent": ({}, {"zero_optimization": {"stage": 2}, MICRO: "auto", TOTAL: "auto"}),
     }
-    code = f"import sys; sys.argv[1:] = {['patched', json.dumps(cases), folder]!r}\n" + SWIFT_CONFIGS
+    arguments = [json.dumps(cases), folder, "swift.rlhf_trainers.arguments"]
+    code = f"import sys; sys.argv[1:] = {['patched', *arguments]!r}\n" + BUILD_CONFIGS
     swift = cell_python("swift-4.6")
     offline = {"MODELSCOPE_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     without = run_python(code, python=swift, env=offline)
@@ -346,17 +325,17 @@ def test_swift_4_config_is_checked_by_the_swift_patch_because_swift_skips_trls_p
     python_path = os.pathsep.join(filter(None, [str(overlay), os.environ.get("PYTHONPATH")]))
     outcomes = {}
     for mode in ("plain", "patched"):
-        code = f"import sys; sys.argv[1:] = {[mode, json.dumps(cases), folder]!r}\n" + SWIFT_CONFIGS
+        code = f"import sys; sys.argv[1:] = {[mode, *arguments]!r}\n" + BUILD_CONFIGS
         result = run_python(code, python=swift, env={**offline, "PYTHONPATH": python_path})
         assert result.returncode == 0, result.stderr[-3000:]
         outcomes[mode] = json.loads(result.stdout.strip().splitlines()[-1])
     plain, patched = outcomes["plain"]["outcomes"], outcomes["patched"]["outcomes"]
-    assert plain == {"hard-coded": {"accumulation": 4}, "absent": {"accumulation": 1}}
+    assert {name: outcome["config"][ACCUMULATION] for name, outcome in plain.items()} == {"hard-coded": 4, "absent": 1}
     assert (
         "gradient_accumulation_steps: 4 in the DeepSpeed config, but --gradient_accumulation_steps 2"
         in (patched["hard-coded"]["error"])
     )
-    assert patched["absent"] == {"accumulation": 2}
+    assert patched["absent"]["config"][ACCUMULATION] == 2
     statuses = {p["id"]: p["status"] for p in outcomes["patched"]["report"]["patches"]}
     assert statuses["swift.deepspeed-agreement"] == "applied"
 
