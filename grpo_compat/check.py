@@ -9,9 +9,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import weakref
 from pathlib import Path
 
-from grpo_compat.validation import GRPOSettings, Rules, eval_is_enabled, field_getter, rules_for, settings_from
+from grpo_compat.validation import (
+    GRPOSettings,
+    Rules,
+    eval_is_enabled,
+    field_getter,
+    launched_world_size,
+    refuse_unless_valid,
+    rules_for,
+    settings_from,
+)
 from grpo_compat.versions import installed_version, release
 
 DEEPSPEED_STAGES = {"zero0": 0, "zero1": 1, "zero2": 2, "zero2_offload": 2, "zero3": 3, "zero3_offload": 3}
@@ -96,6 +106,36 @@ def swift_settings(source: object, world_size: int, swift_version: str) -> GRPOS
         deepspeed_stage=DEEPSPEED_STAGES.get(str(deepspeed)) if deepspeed else None,
         has_teacher=bool(get("teacher_model", None) or get("teacher_model_server", None)),
     )
+
+
+def swift_settings_to_check(arguments: object, swift_version: str) -> GRPOSettings:
+    """What grpo_compat checks of ms-swift's RLHFArguments: every rule on 4.x; sequence parallel on 3.x.
+
+    ms-swift 3.x builds trl's GRPOConfig from them, which trl.grpo-config-check refuses before any
+    model loads; the defaults for the rest pass every batch rule. 4.x skips trl's checks.
+    """
+    if release(swift_version) < (4,):
+        return GRPOSettings(sequence_parallel_size=getattr(arguments, "sequence_parallel_size", 1))
+    return swift_settings(arguments, launched_world_size(), swift_version)
+
+
+# Arguments objects already checked: an in-process apply() and the swift plugin may both see one.
+_checked_swift_arguments: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
+
+
+def refuse_impossible_swift_grpo(arguments: object) -> None:
+    """Raise GRPOSettingsError when ms-swift GRPO arguments cannot train (naming a fix); once per object."""
+    if getattr(arguments, "rlhf_type", None) != "grpo" or _checked_swift_arguments.get(id(arguments)) is arguments:
+        return
+    from grpo_compat import versions  # read at call time: a test stands in an older ms-swift release there
+
+    swift_version = versions.installed_version("ms-swift") or "4"  # swift's own arguments: it is installed
+    rules = rules_for(versions.installed_version("trl"), swift_version)
+    refuse_unless_valid(swift_settings_to_check(arguments, swift_version), rules)
+    try:
+        _checked_swift_arguments[id(arguments)] = arguments
+    except TypeError:  # an object without weak references is checked again next time, which is harmless
+        pass
 
 
 def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int) -> int:

@@ -62,6 +62,13 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _plugin_path(args: argparse.Namespace) -> int:
+    from grpo_compat.swift_plugin import plugin_path
+
+    print(plugin_path())
+    return 0
+
+
 def _matrix_checkout() -> Path:
     """The matrix lives in a grpo_compat checkout (matrix/), not in the wheel."""
     import grpo_compat
@@ -159,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--swift-version", help="check against this ms-swift version instead of the installed one")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)
+    plugin = commands.add_parser(
+        "plugin-path",
+        help='the ms-swift plugin file: swift rlhf ... --external_plugins "$(grpo-compat plugin-path)"',
+    )
+    plugin.set_defaults(run=_plugin_path)
     _add_matrix(commands)
     return parser
 

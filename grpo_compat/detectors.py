@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
+
+# ms-swift's GRPO trainer modules (4.x, 3.x): both delete trl's GRPOTrainer.__init__ right after importing it.
+SWIFT_GRPO_TRAINER_MODULES = ("swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer")
 
 
 def trl_grpo_trainer_init_present(module: ModuleType) -> str | None:
@@ -11,6 +15,13 @@ def trl_grpo_trainer_init_present(module: ModuleType) -> str | None:
     Wrapping what remains would resurrect an __init__ swift removed on purpose (its trainer then
     runs Trainer.__init__ directly); swift runs are checked through swift's own arguments instead.
     """
-    if "__init__" in vars(module.GRPOTrainer):
-        return None
-    return "ms-swift removed trl's GRPOTrainer.__init__: swift runs are checked by swift.grpo-arguments-check"
+    if "__init__" not in vars(module.GRPOTrainer):
+        return "ms-swift removed trl's GRPOTrainer.__init__: swift runs are checked by swift.grpo-arguments-check"
+    if any(_initializing(sys.modules.get(name)) for name in SWIFT_GRPO_TRAINER_MODULES):
+        # Swift's trainer module imported trl's and deletes __init__ on its next line: a wrapper would vanish.
+        return "ms-swift deletes trl's GRPOTrainer.__init__ right after importing it: a wrapper there would never run"
+    return None
+
+
+def _initializing(module: ModuleType | None) -> bool:
+    return module is not None and bool(getattr(getattr(module, "__spec__", None), "_initializing", False))

@@ -56,15 +56,28 @@ class _PatchState:
 
     def to_report(self) -> PatchReport:
         patch = self.patch
+        status, reason = self.status, self.reason
+        gone = [r for r in self.replacements if not r.in_effect()]
+        if status is Status.APPLIED and gone:
+            # Upstream code deleted or replaced our wrapper after we installed it: say so, not "applied".
+            names = ", ".join(f"{_qualified_name(r.owner)}.{r.name}" for r in gone)
+            reason = f"{names} was deleted or replaced by other code after wrapping; {reason}"
+            if len(gone) == len(self.replacements):
+                status, reason = Status.TARGET_MISSING, f"not in effect: {reason}"
         return PatchReport(
             patch.id,
             patch.distribution,
             list(patch.requires),
-            self.status,
-            self.reason,
+            status,
+            reason,
             patch.summary,
             [str(t) for t in patch.targets],
         )
+
+
+def _qualified_name(owner: Any) -> str:
+    module = getattr(owner, "__module__", None)
+    return f"{module}.{owner.__qualname__}" if isinstance(owner, type) and module else getattr(owner, "__name__", "?")
 
 
 class Engine:
@@ -75,6 +88,7 @@ class Engine:
         self._active = False
         self._strict = False
         self._report_logged = False
+        self._report_after: tuple[str, ...] = ()  # modules whose import logs the report (defer_report)
         self._hooks = import_hooks.PostImportFinder()
 
     @property
@@ -96,9 +110,19 @@ class Engine:
         for state in self._states:
             if state.status is Status.PENDING:
                 self._wait_for_targets(state)
+        self._watch_report_modules()  # after the patches' hooks: a module's patches apply before its report
         if strict:
             _raise_on_strict_failures(self._states)
         return self.report()
+
+    def defer_report(self, until_any_of: Iterable[str]) -> None:
+        """Log the report when one of these modules is imported, rather than at the first patch target.
+
+        For a caller that knows when every status is final (the ms-swift plugin: swift's GRPO trainer).
+        """
+        self._report_after = tuple(name for name in until_any_of if import_hooks.module_exists(name))
+        if self._active:
+            self._watch_report_modules()
 
     def revert(self) -> Report:
         self._hooks.clear()
@@ -115,6 +139,7 @@ class Engine:
         self._applied_order.clear()
         self._states.clear()
         self._active = self._report_logged = False
+        self._report_after = ()
         return self.report()
 
     def report(self) -> Report:
@@ -171,7 +196,8 @@ class Engine:
             self._apply_targets_in(state, module)
         except Exception as error:  # noqa: BLE001 - a broken patch must never break the user's import
             self._give_up(state, Status.FAILED, f"{type(error).__name__}: {error}")
-        self._log_report_once()
+        if not self._report_after:
+            self._log_report_once()
         if self._strict:
             _raise_on_strict_failures([state])
 
@@ -234,6 +260,10 @@ class Engine:
             status.value,
             reason,
         )
+
+    def _watch_report_modules(self) -> None:
+        for name in self._report_after:
+            self._hooks.watch(name, lambda module: self._log_report_once())
 
     def _log_report_once(self) -> None:
         # Logged when the first target module loads rather than in apply(): by then the statuses

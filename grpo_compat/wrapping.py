@@ -32,6 +32,21 @@ class Replacement:
     original: Any  # the object in owner.__dict__ before, or MISSING when it was inherited
     replacement: Any
 
+    def in_effect(self) -> bool:
+        """Whether calls still reach our wrapper: in place, or wrapped in turn (found through ``__wrapped__``).
+
+        False when upstream code deleted or replaced it after us (ms-swift deletes trl's GRPOTrainer.__init__).
+        """
+        ours = underlying_function(self.replacement)
+        current = _own_attribute(self.owner, self.name)
+        for _ in range(64):  # a chain of wrappers, never a cycle in practice
+            if current is MISSING or current is None:
+                return False
+            if underlying_function(current) is ours:
+                return True
+            current = getattr(underlying_function(current), "__wrapped__", None)
+        return False
+
     def restore(self) -> bool:
         """Put the original back; False when someone replaced our wrapper in the meantime."""
         if _own_attribute(self.owner, self.name) is not self.replacement:

@@ -7,7 +7,7 @@ grpo_compat's message (``patched``) or, when ``patched`` is None, train.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # KF-5's field report (ms-swift #4348: batch 1, GA 32, ZeRO-3, nothing trains) at smoke size.
 FIELD_SHAPE = ("per_device_train_batch_size=1", "gradient_accumulation_steps=8", "num_generations=2")
@@ -394,4 +394,11 @@ REPRODUCERS += (
         patched=r"TrainingStalledError: GRPO is not learning: .*same reward.*advantage",
         checks=("learns",),
     ),
+)
+# The `swift rlhf` command line with grpo_compat's plugin: the same refusals as in-process, but they must come
+# while swift parses its arguments, from the plugin (4.x) or trl's GRPOConfig (3.x), before any model loads.
+_BY_ID = {reproducer.id: reproducer for reproducer in REPRODUCERS}
+REPRODUCERS += tuple(
+    replace(_BY_ID[source], id=f"{source}-cli", script="swift-cli", patched=_BY_ID[source].patched + ".*phase: config")
+    for source in ("single-generation-swift", "impossible-batch-swift")
 )

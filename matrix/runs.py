@@ -1,9 +1,10 @@
 """Which runs a matrix cell gets, and how each is launched and judged.
 
 Run kinds: ``single`` (one process), ``ddp`` (2 processes, gloo on CPU), ``zero2`` / ``zero3``
-(DeepSpeed, 2 processes) for cells with deepspeed, ``swift`` (ms-swift GRPO) for ms-swift cells;
-each plain and patched. Then every reproducer of matrix/reproducers.py whose window the cell's
-versions fall in.
+(DeepSpeed, 2 processes) for cells with deepspeed, ``swift`` (ms-swift GRPO, in-process) and
+``swift-cli`` / ``swift-cli-2proc`` (the `swift rlhf` command line, 1 and 2 processes; patched = with
+grpo_compat's plugin) for ms-swift cells; each plain and patched. Then every reproducer of
+matrix/reproducers.py whose window the cell's versions fall in.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from grpo_compat.versions import window_problem
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS
 
 MATRIX = Path(__file__).resolve().parent
-SCRIPTS = {"grpo": MATRIX / "smoke_grpo.py", "swift": MATRIX / "smoke_swift.py"}
+SCRIPTS = {
+    "grpo": MATRIX / "smoke_grpo.py",
+    "swift": MATRIX / "smoke_swift.py",
+    "swift-cli": MATRIX / "smoke_swift_cli.py",  # the real `swift rlhf` command, with or without our plugin
+}
 # Probes call one upstream function directly (no training) and write {"status": "ok"|"error", ...}.
 PROBES = {
     "logps": MATRIX / "probe_logps.py",
@@ -36,6 +41,7 @@ CELL_FAMILY = {
     "lm-head": "grpo",
     "lm-head-unsloth": "grpo",
     "ga-scaling": "grpo",
+    "swift-cli": "swift",
 }
 STEPS = 3
 
@@ -82,9 +88,10 @@ def _pair(
     skip: str | None = None,
     settings: tuple[str, ...] = (),
     checks: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
 ) -> list[Run]:
     patched_expectation = "trains, weights identical to plain"
-    shared = dict(settings=settings, skip=skip, checks=checks)
+    shared = dict(settings=settings, skip=skip, checks=checks, flags=flags)
     return [
         Run(kind, "plain", script, launcher, **shared),
         Run(kind, "patched", script, launcher, expectation=patched_expectation, **shared),
@@ -94,7 +101,9 @@ def _pair(
 def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
     runs: list[Run] = []
     if versions.get("ms-swift"):
-        runs += _pair("swift", "swift")
+        runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
+        if device == "cpu":
+            runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
     else:
         runs += _pair("single", "grpo")
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only

@@ -38,3 +38,10 @@ def test_console_script_and_core_dependency(wheel):
     assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging"]
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "grpo-compat = grpo_compat.cli:main" in wheel.read(entry_points).decode()
+
+
+def test_the_ms_swift_plugin_file_ships_alone_in_its_folder(wheel):
+    # swift puts the plugin's folder first on sys.path: nothing else there may become a top-level import name.
+    folder = "grpo_compat/swift_plugin_file/"
+    shipped = sorted(n.removeprefix(folder) for n in wheel.namelist() if n.startswith(folder))
+    assert shipped == ["__init__.py", "grpo_compat_swift_plugin.py"]

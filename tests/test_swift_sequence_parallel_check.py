@@ -11,8 +11,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from grpo_compat.patches.swift.grpo_arguments_check import settings_to_check
 
+from grpo_compat.check import swift_settings_to_check
 from grpo_compat.errors import GRPOSettingsError
 from grpo_compat.validation import GRPOSettings, refuse_unless_valid, rules_for, validate
 from tests.conftest import run_python
@@ -36,7 +36,7 @@ def test_grpo_sequence_parallel_from_ms_swift_3_5_is_accepted(trl, swift):
 def test_on_ms_swift_3_the_check_reads_sequence_parallel_size_from_swifts_arguments():
     # The batch settings are left to trl's GRPOConfig (checked there with resolved values): only the size counts.
     arguments = SimpleNamespace(rlhf_type="grpo", sequence_parallel_size=4, num_generations=1)
-    settings = settings_to_check(arguments, "3.4.1")
+    settings = swift_settings_to_check(arguments, "3.4.1")
     assert settings == GRPOSettings(sequence_parallel_size=4)
     with pytest.raises(GRPOSettingsError, match=r"sequence_parallel_size=4 .*ms-swift 3\.5 or newer"):
         refuse_unless_valid(settings, rules_for("0.17.0", "3.4.1"))

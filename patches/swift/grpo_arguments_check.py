@@ -29,23 +29,8 @@ from grpo_compat.registry import patch
     expects=("self",),
 )
 def check_grpo_arguments(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
-    if getattr(arguments, "rlhf_type", None) == "grpo":
-        from grpo_compat import validation
-        from grpo_compat.versions import installed_version
+    # Shared with the ms-swift plugin, which checks the arguments this wrapper is too late for.
+    from grpo_compat.check import refuse_impossible_swift_grpo
 
-        swift_version = installed_version("ms-swift") or "4"  # the window guarantees it is installed
-        rules = validation.rules_for(installed_version("trl"), swift_version)
-        validation.refuse_unless_valid(settings_to_check(arguments, swift_version), rules)
+    refuse_impossible_swift_grpo(arguments)
     return wrapped(arguments, *args, **kwargs)
-
-
-def settings_to_check(arguments: Any, swift_version: str) -> Any:
-    """The GRPO settings this patch checks for an ms-swift version: all on 4.x, sequence parallel on 3.x."""
-    from grpo_compat import validation
-    from grpo_compat.check import swift_settings
-    from grpo_compat.versions import release
-
-    if release(swift_version) < (4,):
-        # Defaults for the rest pass every batch rule: trl's GRPOConfig checks the real ones later.
-        return validation.GRPOSettings(sequence_parallel_size=getattr(arguments, "sequence_parallel_size", 1))
-    return swift_settings(arguments, validation.launched_world_size(), swift_version)

@@ -1,0 +1,326 @@
+"""A few GRPO steps through the real `swift rlhf` command line, with grpo_compat's plugin; writes a JSON result.
+
+    python matrix/smoke_swift_cli.py --mode plain --steps 3 --output plain.json
+    python matrix/smoke_swift_cli.py --mode patched --nproc 2 --output patched.json
+    python matrix/smoke_swift_cli.py --mode patched --set num_generations=1 --output refused.json
+
+The command-line counterpart of smoke_swift.py, with the same CLI and result fields. It launches the
+`swift` console script of this Python's env, as users do (ms-swift starts its own processes: one,
+or one per rank with `--nproc N`, i.e. NPROC_PER_NODE). "patched" adds grpo_compat's plugin file
+(`grpo-compat plugin-path`) to `--external_plugins`; both modes pass a second plugin written here,
+as a user's own: it registers the reward function and a callback, and records per rank what the run
+did (`phase`: config, model or train, i.e. whether the model had started loading when a run failed).
+Weights are compared between the tiny model's checkpoint and the checkpoint swift saves.
+
+A run that trains must also show, or it is reported as an error: the second plugin's reward in the
+logged metrics; patched, grpo_compat applied and its learning watchdog among the trainer's
+callbacks on every rank, and its report logged exactly once; plain, no report at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # matrix.*: the in-process swift run's prompts, the matrix's free port
+
+from grpo_compat.testing.smoke import digest, last_logged, parse_args, run_smoke  # noqa: E402 - after the path above
+from grpo_compat.versions import installed_version, release  # noqa: E402
+from matrix.runs import free_port  # noqa: E402
+from matrix.smoke_swift import write_dataset  # noqa: E402
+
+REWARD_NAME = "grpo_compat_smoke_length"
+REWARD_CLASS = "SmokeLengthReward"
+CALLBACK_NAME = "grpo_compat_smoke_probe"
+REPORT_LINE = "grpo_compat report (active)"
+WATCHDOG_CALLBACK = "LearningWatchdog"  # patches/trl/learning_watchdog.py
+PROBE_DIR_ENV = "GRPO_COMPAT_SMOKE_PROBE_DIR"
+REWARD_ENV = "GRPO_COMPAT_SMOKE_REWARD"
+TIMEOUT_S = 600
+# The user's second plugin: what a ms-swift user writes for a custom reward, plus this script's probes.
+USER_PLUGIN = '''
+"""A user's own ms-swift plugin: a reward function and a callback (the smoke run's probes)."""
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from transformers import PreTrainedModel, TrainerCallback
+
+from grpo_compat.testing.smoke import constant_reward, length_reward
+
+if importlib.util.find_spec("swift.rewards") is not None:  # ms-swift 4.x
+    from swift.callbacks import callbacks_map
+    from swift.rewards import ORM, orms
+else:  # 3.x
+    from swift.plugin import ORM, extra_callbacks, orms
+
+PROBES = Path(os.environ["PROBE_DIR_ENV"])
+RANK = os.environ.get("RANK", "0")
+REWARD = constant_reward if os.environ.get("REWARD_ENV") == "constant" else length_reward
+
+
+def record(event, **values):
+    (PROBES / f"{event}.{RANK}.json").write_text(json.dumps(values, default=str))
+
+
+def grpo_compat_state():
+    module = sys.modules.get("grpo_compat")
+    report = module.report() if module is not None else None
+    return {"active": bool(report and report.active), "report": report.to_dict() if report else None}
+
+
+class REWARD_CLASS(ORM):
+    def __call__(self, completions, **kwargs):
+        return REWARD(completions)
+
+
+orms["REWARD_NAME"] = REWARD_CLASS
+record("plugin", grpo_compat_active=grpo_compat_state()["active"])  # ours comes first when passed
+
+# When the model starts loading: a run refused before this never loaded it.
+_from_pretrained = PreTrainedModel.from_pretrained.__func__
+
+
+def from_pretrained(cls, *args, **kwargs):
+    if not (PROBES / f"model.{RANK}.json").exists():
+        record("model", model_class=cls.__name__)
+    return _from_pretrained(cls, *args, **kwargs)
+
+
+PreTrainedModel.from_pretrained = classmethod(from_pretrained)
+
+
+class SmokeProbe(TrainerCallback):
+    def __init__(self, *args, **kwargs):  # ms-swift 4.x builds it as cls(args, trainer)
+        pass
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        handler = sys._getframe(1).f_locals.get("self")  # transformers' CallbackHandler.call_event
+        callbacks = [type(c).__name__ for c in getattr(handler, "callbacks", [])]
+        record("train_begin", callbacks=callbacks, grpo_compat=grpo_compat_state())
+
+    def on_train_end(self, args, state, control, **kwargs):
+        record("train_end", global_step=state.global_step, log_history=state.log_history)
+
+
+if importlib.util.find_spec("swift.rewards") is not None:
+    callbacks_map["CALLBACK_NAME"] = SmokeProbe
+else:
+    extra_callbacks.append(SmokeProbe())
+'''
+
+
+def user_plugin_source() -> str:
+    names = ("PROBE_DIR_ENV", "REWARD_ENV", "REWARD_CLASS", "REWARD_NAME", "CALLBACK_NAME")
+    source = USER_PLUGIN
+    for name in names:
+        source = source.replace(name, globals()[name])
+    return source.lstrip()
+
+
+def swift_argv(model_dir: Path, dataset: Path, output_dir: Path, args: argparse.Namespace) -> list[str]:
+    swift4 = release(installed_version("ms-swift") or "4") >= (4,)
+    wanted: dict[str, Any] = {
+        "rlhf_type": "grpo",
+        "model": str(model_dir),
+        "model_type": "qwen2",
+        "template": "qwen2_5",
+        ("tuner_type" if swift4 else "train_type"): "full",  # renamed in 4.0
+        "torch_dtype": "bfloat16" if args.device == "cuda" else "float32",
+        "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
+        "dataset": str(dataset),
+        "split_dataset_ratio": 0,
+        "reward_funcs": REWARD_NAME,
+        "output_dir": str(output_dir),
+        "add_version": False,
+        "max_steps": args.steps,
+        "seed": args.seed,
+        "data_seed": args.seed,
+        "per_device_train_batch_size": 4 if args.nproc == 1 else 2,
+        "num_generations": 4,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 8,
+        "temperature": 1.0,
+        "learning_rate": 1e-5,
+        "beta": 0.04,
+        "logging_steps": 1,
+        "save_strategy": "steps",  # one checkpoint, after the last step: the trained weights
+        "save_steps": args.steps,
+        "save_only_model": True,
+        "eval_strategy": "no",  # else swift evaluates every save_steps, on a split it does not have
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+        "dataset_num_proc": 1,
+    }
+    if args.nproc > 1 and args.device == "cpu":
+        # Without it transformers sees no distributed CPU launch and trains with world_size 1 per rank.
+        wanted["use_cpu"] = True
+    if swift4:
+        wanted["callbacks"] = CALLBACK_NAME  # 4.x selects plugin callbacks by name; 3.x adds every one
+    wanted.update(args.config_overrides)
+    argv = []
+    for key, value in wanted.items():
+        values = value if isinstance(value, list) else [value]
+        argv += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+    return argv
+
+
+def grpo_compat_plugin() -> str:
+    # The console script, as users call it: `--external_plugins "$(grpo-compat plugin-path)"`.
+    script = Path(sys.executable).parent / "grpo-compat"
+    found = subprocess.run([str(script), "plugin-path"], capture_output=True, text=True, check=True)
+    return found.stdout.strip()
+
+
+class SwiftFailed(Exception):
+    """`swift rlhf` failed (the message starts with the exception a rank raised), or broke a promise."""
+
+
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit)): ?(.*)$")
+_LAUNCHER_ERRORS = {"ChildFailedError", "CalledProcessError"}
+
+
+def error_of(output: str) -> str | None:
+    """The first exception a rank raised, as `Name: message` and its continuation lines."""
+    lines = [re.sub(r"^\[rank\d+\]:\s?", "", line) for line in output.splitlines()]  # torchrun's prefix
+    for index, line in enumerate(lines):
+        match = _EXCEPTION.match(line)
+        if match and match.group(1) not in _LAUNCHER_ERRORS:
+            message = [f"{match.group(1)}: {match.group(2)}"]
+            for following in lines[index + 1 : index + 20]:
+                if not following.strip() or following.startswith(("[", "Traceback", "E0", "W0", "  File")):
+                    break
+                message.append(following)
+            return "\n".join(message)
+    return None
+
+
+def probes(folder: Path, event: str) -> dict[str, dict]:
+    return {path.suffixes[-2][1:]: json.loads(path.read_text()) for path in sorted(folder.glob(f"{event}.*.json"))}
+
+
+def saved_weights_change(model_dir: Path, output_dir: Path) -> dict[str, Any]:
+    """Every tensor of the saved checkpoint against the tiny model's own checkpoint."""
+    import torch
+    from safetensors.torch import load_file
+
+    saved = sorted(output_dir.glob("checkpoint-*/model.safetensors"), key=lambda p: int(p.parent.name.split("-")[1]))
+    if not saved:
+        raise RuntimeError(f"swift saved no checkpoint in {output_dir}")
+    before, after = load_file(str(model_dir / "model.safetensors")), load_file(str(saved[-1]))
+    common = sorted(set(before) & set(after))
+    unchanged = [name for name in common if torch.equal(before[name], after[name])]
+    return {
+        "all_trainable_params_changed": bool(common) and not unchanged,
+        "unchanged_params": unchanged,
+        "weights_sha256": digest(after),
+        "trainable_params": len(common),
+    }
+
+
+def problems_of_a_run_that_trained(args: argparse.Namespace, output: str, folder: Path) -> list[str]:
+    """What the plugin promises (or plain mode must not show), one sentence per broken promise."""
+    begun, ended = probes(folder, "train_begin"), probes(folder, "train_end")
+    found = [] if len(begun) == args.nproc else [f"{len(begun)} of {args.nproc} rank(s) began training"]
+    logs = next(iter(ended.values()), {}).get("log_history", [])
+    if not any(f"rewards/{REWARD_CLASS}/mean" in entry for entry in logs):
+        found.append(f"the second plugin's reward {REWARD_CLASS} was not logged: was it registered?")
+    reports = output.count(REPORT_LINE)
+    for rank, seen in begun.items():
+        if args.mode == "patched" and not seen["grpo_compat"]["active"]:
+            found.append(f"grpo_compat was not applied on rank {rank}")
+        if args.mode == "patched" and WATCHDOG_CALLBACK not in seen["callbacks"]:
+            found.append(f"no {WATCHDOG_CALLBACK} among rank {rank}'s trainer callbacks {seen['callbacks']}")
+        if args.mode == "plain" and seen["grpo_compat"]["active"]:
+            found.append(f"plain run, but grpo_compat was applied on rank {rank}")
+    if reports != (1 if args.mode == "patched" else 0):
+        found.append(f"grpo_compat's report was logged {reports} time(s)")
+    return found
+
+
+def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    transformers_version = installed_version("transformers")
+    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers_version}"
+    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    work = Path(output_dir)
+    folder = work / "probes"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    dataset = write_dataset(work / "smoke_prompts.jsonl")
+    user_plugin = work / "grpo_compat_smoke_user_plugin.py"
+    user_plugin.write_text(user_plugin_source())
+    plugins = ([grpo_compat_plugin()] if args.mode == "patched" else []) + [str(user_plugin)]
+    argv = [str(Path(sys.executable).parent / "swift"), "rlhf", *swift_argv(model_dir, dataset, work / "out", args)]
+    argv += ["--external_plugins", *plugins]
+    env = {**os.environ, "MODELSCOPE_OFFLINE": "1", "HF_HUB_OFFLINE": "1", PROBE_DIR_ENV: str(folder)}
+    env[REWARD_ENV] = args.reward
+    if args.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # swift takes a GPU whenever it sees one
+    if args.nproc > 1:
+        env.update(NPROC_PER_NODE=str(args.nproc), MASTER_PORT=str(free_port()))
+    result["swift_command"] = " ".join(argv)
+    completed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    output = completed.stdout + completed.stderr
+    (work / "swift.log").write_text(output)
+    if args.output:
+        Path(args.output).with_suffix(".swift.log").write_text(output)
+    begun, ended = probes(folder, "train_begin"), probes(folder, "train_end")
+    result["phase"] = "train" if begun else "model" if probes(folder, "model") else "config"
+    imported = probes(folder, "plugin")  # a refusal by our plugin comes before the user's plugin is imported
+    result["ranks"] = {
+        rank: {**seen, "callbacks": begun.get(rank, {}).get("callbacks")} for rank, seen in imported.items()
+    }
+    result["report_count"] = output.count(REPORT_LINE)
+    rank_zero = begun.get("0", {}).get("grpo_compat", {})
+    if rank_zero.get("report"):
+        result["grpo_compat"] = rank_zero["report"]  # the report of the swift process, not of this launcher
+    if completed.returncode != 0:
+        raise SwiftFailed(error_of(output) or f"swift exited with {completed.returncode}:\n{output[-3000:]}")
+    logs = ended.get("0", {}).get("log_history", [])
+    result.update(
+        steps=ended.get("0", {}).get("global_step"),
+        final_loss=last_logged(logs, "loss"),
+        kl=last_logged(logs, "kl"),
+        reward_std=last_logged(logs, "reward_std"),
+        **saved_weights_change(model_dir, work / "out"),
+    )
+    problems = problems_of_a_run_that_trained(args, output, folder)
+    if problems:
+        raise SwiftFailed("swift trained, but: " + "; ".join(problems))
+
+
+def main(argv: list[str] | None = None) -> int:
+    launch = argparse.ArgumentParser(add_help=False)
+    launch.add_argument("--nproc", type=int, default=1, help="processes: NPROC_PER_NODE of `swift rlhf`")
+    known, rest = launch.parse_known_args(argv)
+    args = parse_args(__doc__.splitlines()[0], "swift rlhf argument (JSON value; a list gives several)", rest)
+    args.nproc = known.nproc
+    unsupported = {
+        "--lora": args.lora,
+        "--labels-from-column-0": args.labels_from_column_0,
+        "--fake-gpus": args.fake_gpus,
+        "--apply-late": args.apply_late,
+        "--model-ignores-logits-to-keep": args.model_ignores_logits_to_keep,
+        "--weights-dtype": args.weights_dtype != "float32",
+    }
+    given = [flag for flag, value in unsupported.items() if value]
+    if given or known.nproc < 1:
+        raise SystemExit(f"smoke_swift_cli.py: not supported here: {', '.join(given) or f'--nproc {known.nproc}'}")
+    return run_smoke("smoke_swift_cli", args, train)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
