@@ -26,14 +26,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # matrix.*: the in-process swift run's prompts, the matrix's free port
 
-from grpo_compat.testing.smoke import digest, last_logged, parse_args, run_smoke  # noqa: E402 - after the path above
+from grpo_compat.testing.smoke import digest, last_logged, parse_args, run_smoke, tiny_model  # noqa: E402 - after the path above
 from grpo_compat.versions import installed_version, release  # noqa: E402
 from matrix.runs import free_port  # noqa: E402
 from matrix.smoke_swift import write_dataset  # noqa: E402
@@ -250,11 +249,7 @@ def problems_of_a_run_that_trained(args: argparse.Namespace, output: str, folder
 
 
 def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
-    from grpo_compat.testing.tiny_model import build_tiny_qwen2
-
-    transformers_version = installed_version("transformers")
-    default_dir = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers_version}"
-    model_dir = build_tiny_qwen2(args.model_dir or default_dir, seed=0)
+    model_dir = tiny_model(args)  # the launcher's transformers is the one swift's ranks import
     work = Path(output_dir)
     folder = work / "probes"
     shutil.rmtree(folder, ignore_errors=True)
