@@ -5,8 +5,8 @@ length L: upstream fails in the log-prob gather. Patched, the K columns come bac
 logit predicts holds alignment.UNPREDICTABLE_LOGP and leaves the loss mask, and aligned batches run
 exactly upstream's tensor ops. With sequence parallel upstream also shifts every log-prob by the padding
 it adds for the ranks; patched they equal the local forward's. ms-swift 3.x (swift.logps-alignment-3x)
-is proven by the swift-3.5 and swift-3.12 matrix reproducers (matrix/reproducers.py), whose cells CI
-does not build.
+is proven by the swift-3.5 and swift-3.12 matrix reproducers (matrix/reproducers.py), which CI's quick
+matrix does not run.
 """
 
 from __future__ import annotations

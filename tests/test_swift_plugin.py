@@ -35,7 +35,11 @@ def python() -> str:
 
 @pytest.fixture(scope="module")
 def model_dir(python, tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("tiny-qwen2-swift-cli")
+    return tiny_model_for(python, tmp_path_factory.mktemp("tiny-qwen2-swift-cli"))
+
+
+def tiny_model_for(python: str, directory: Path) -> Path:
+    """The tiny Qwen2 saved by the cell's own transformers (its config and tokenizer files differ by version)."""
     build = f"from grpo_compat.testing.tiny_model import build_tiny_qwen2; build_tiny_qwen2({str(directory)!r}, seed=0)"
     subprocess.run([python, "-c", build], check=True, cwd=REPO, timeout=600)
     return directory
@@ -177,13 +181,23 @@ def test_single_generation_gets_grpo_compats_message_before_the_model_loads(mode
     assert result["phase"] == "config"  # no model had started loading
 
 
-def test_in_process_apply_checks_rlhf_arguments_and_rlhf_main_trains(python, model_dir, tmp_path):
+# ms-swift 4.x moved the public names (swift.llm -> swift, swift.plugin -> swift.rewards) and renamed train_type.
+IN_PROCESS_IMPORTS = {
+    "swift-3.5": ("from swift.llm import RLHFArguments, rlhf_main\nfrom swift.plugin import ORM, orms", "train_type"),
+    CELL: ("from swift import RLHFArguments, rlhf_main\nfrom swift.rewards import ORM, orms", "tuner_type"),
+}
+
+
+@pytest.mark.parametrize("cell", IN_PROCESS_IMPORTS)
+def test_in_process_apply_checks_rlhf_arguments_and_rlhf_main_trains(cell, tmp_path_factory, tmp_path):
+    python = cell_python(cell)
+    model_dir = tiny_model_for(python, tmp_path_factory.mktemp(f"tiny-qwen2-{cell}"))
+    imports, tuner = IN_PROCESS_IMPORTS[cell]
     dataset = write_prompts(tmp_path / "prompts.jsonl")
     code = f"""
 import grpo_compat
 grpo_compat.apply()  # before RLHFArguments: it is checked while it is built
-from swift import RLHFArguments, rlhf_main
-from swift.rewards import ORM, orms
+{imports}
 
 class Length(ORM):
     def __call__(self, completions, **kwargs):
@@ -191,11 +205,11 @@ class Length(ORM):
 
 orms["length"] = Length
 common = dict(
-    rlhf_type="grpo", model={str(model_dir)!r}, model_type="qwen2", template="qwen2_5", tuner_type="full",
+    rlhf_type="grpo", model={str(model_dir)!r}, model_type="qwen2", template="qwen2_5", {tuner}="full",
     torch_dtype="float32", check_model=False, dataset=[{str(dataset)!r}], split_dataset_ratio=0,
     reward_funcs=["length"], output_dir={str(tmp_path / "out")!r}, add_version=False, max_steps=1,
     num_generations=4, max_completion_length=8, save_strategy="steps", save_steps=1, save_only_model=True,
-    report_to=["none"], dataloader_num_workers=0, dataset_num_proc=1,
+    report_to=["none"], dataloader_num_workers=0, dataset_num_proc=1, eval_strategy="no",  # 3.x: else save_strategy
 )
 try:
     RLHFArguments(**common, per_device_train_batch_size=3)
