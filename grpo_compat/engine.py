@@ -159,7 +159,9 @@ class Engine:
         states = [self._initial_state(patch, selection) for patch in patches]
         for state in states:
             if state.status is Status.PENDING:
-                state.reason = "applies when " + " and ".join(state.patch.modules) + " is imported"
+                modules = state.patch.modules
+                verb = "are" if len(modules) > 1 else "is"
+                state.reason = f"applies when {' and '.join(modules)} {verb} imported"
         return Report(self._active, installed_versions(), [state.to_report() for state in states])
 
     # -- internals --------------------------------------------------------------------------------
