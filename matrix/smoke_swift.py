@@ -92,23 +92,25 @@ def as_argv(key: str, value: Any) -> list[str]:
     return [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
 
 
-def swift_argv(
-    api: SimpleNamespace, model_dir: Path, dataset: Path, output_dir: str, args: argparse.Namespace
-) -> tuple[list[str], list[str]]:
-    """The `swift rlhf` arguments for this install; requested arguments it lacks are dropped and named."""
-    known = {f.name for f in dataclasses.fields(api.arguments)}
-    wanted: dict[str, Any] = {
+def swift_arguments(
+    model_dir: Path, dataset: Path, output_dir: str | Path, args: argparse.Namespace, tuner_key: str
+) -> dict[str, Any]:
+    """The `swift rlhf` GRPO arguments of every swift smoke run, in-process and command line, before --set.
+
+    tuner_key: "tuner_type" on ms-swift 4.x, "train_type" on 3.x (renamed in 4.0).
+    """
+    return {
         "rlhf_type": "grpo",
         "model": str(model_dir),
         "model_type": "qwen2",
         "template": "qwen2_5",
-        ("tuner_type" if "tuner_type" in known else "train_type"): "full",  # renamed in 4.0
+        tuner_key: "full",
         "torch_dtype": "bfloat16" if args.device == "cuda" else "float32",
         "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
         "dataset": str(dataset),
         "split_dataset_ratio": 0,  # no eval split of the 16 prompts
         "reward_funcs": REWARD_NAME,
-        "output_dir": output_dir,
+        "output_dir": str(output_dir),
         "add_version": False,  # no v0-<timestamp> subfolder
         "max_steps": args.steps,
         "seed": args.seed,
@@ -126,6 +128,15 @@ def swift_argv(
         "dataloader_num_workers": 0,
         "dataset_num_proc": 1,
     }
+
+
+def swift_argv(
+    api: SimpleNamespace, model_dir: Path, dataset: Path, output_dir: str, args: argparse.Namespace
+) -> tuple[list[str], list[str]]:
+    """The `swift rlhf` arguments for this install; requested arguments it lacks are dropped and named."""
+    known = {f.name for f in dataclasses.fields(api.arguments)}
+    tuner_key = "tuner_type" if "tuner_type" in known else "train_type"
+    wanted = swift_arguments(model_dir, dataset, output_dir, args, tuner_key)
     wanted.update(args.config_overrides)
     argv = [arg for key, value in wanted.items() if key in known for arg in as_argv(key, value)]
     return argv, sorted(set(wanted) - known)

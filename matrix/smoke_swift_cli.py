@@ -35,9 +35,8 @@ sys.path.insert(0, str(REPO))  # matrix.*: the in-process swift run's prompts, t
 from grpo_compat.testing.smoke import digest, last_logged, parse_args, run_smoke, tiny_model  # noqa: E402 - after the path above
 from grpo_compat.versions import installed_version, release  # noqa: E402
 from matrix.runs import free_port  # noqa: E402
-from matrix.smoke_swift import write_dataset  # noqa: E402
+from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_dataset  # noqa: E402
 
-REWARD_NAME = "grpo_compat_smoke_length"
 REWARD_CLASS = "SmokeLengthReward"
 CALLBACK_NAME = "grpo_compat_smoke_probe"
 REPORT_LINE = "grpo_compat report (active)"
@@ -121,58 +120,36 @@ else:
 
 
 def user_plugin_source() -> str:
-    names = ("PROBE_DIR_ENV", "REWARD_ENV", "REWARD_CLASS", "REWARD_NAME", "CALLBACK_NAME")
+    names = {
+        "PROBE_DIR_ENV": PROBE_DIR_ENV,
+        "REWARD_ENV": REWARD_ENV,
+        "REWARD_CLASS": REWARD_CLASS,
+        "REWARD_NAME": REWARD_NAME,  # the in-process smoke's reward name: one reward for both kinds of run
+        "CALLBACK_NAME": CALLBACK_NAME,
+    }
     source = USER_PLUGIN
-    for name in names:
-        source = source.replace(name, globals()[name])
+    for name, value in names.items():
+        source = source.replace(name, value)
     return source.lstrip()
 
 
 def swift_argv(model_dir: Path, dataset: Path, output_dir: Path, args: argparse.Namespace) -> list[str]:
     swift4 = release(installed_version("ms-swift") or "4") >= (4,)
-    wanted: dict[str, Any] = {
-        "rlhf_type": "grpo",
-        "model": str(model_dir),
-        "model_type": "qwen2",
-        "template": "qwen2_5",
-        ("tuner_type" if swift4 else "train_type"): "full",  # renamed in 4.0
-        "torch_dtype": "bfloat16" if args.device == "cuda" else "float32",
-        "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
-        "dataset": str(dataset),
-        "split_dataset_ratio": 0,
-        "reward_funcs": REWARD_NAME,
-        "output_dir": str(output_dir),
-        "add_version": False,
-        "max_steps": args.steps,
-        "seed": args.seed,
-        "data_seed": args.seed,
-        "per_device_train_batch_size": 4 if args.nproc == 1 else 2,
-        "num_generations": 4,
-        "gradient_accumulation_steps": 1,
-        "max_completion_length": 8,
-        "temperature": 1.0,
-        "learning_rate": 1e-5,
-        "beta": 0.04,
-        "logging_steps": 1,
-        "save_strategy": "steps",  # one checkpoint, after the last step: the trained weights
-        "save_steps": args.steps,
-        "save_only_model": True,
-        "eval_strategy": "no",  # else swift evaluates every save_steps, on a split it does not have
-        "report_to": "none",
-        "dataloader_num_workers": 0,
-        "dataset_num_proc": 1,
-    }
+    wanted = swift_arguments(model_dir, dataset, output_dir, args, "tuner_type" if swift4 else "train_type")
+    wanted.update(
+        per_device_train_batch_size=4 if args.nproc == 1 else 2,
+        save_strategy="steps",  # one checkpoint, after the last step: the trained weights
+        save_steps=args.steps,
+        save_only_model=True,
+        eval_strategy="no",  # else swift evaluates every save_steps, on a split it does not have
+    )
     if args.nproc > 1 and args.device == "cpu":
         # Without it transformers sees no distributed CPU launch and trains with world_size 1 per rank.
         wanted["use_cpu"] = True
     if swift4:
         wanted["callbacks"] = CALLBACK_NAME  # 4.x selects plugin callbacks by name; 3.x adds every one
     wanted.update(args.config_overrides)
-    argv = []
-    for key, value in wanted.items():
-        values = value if isinstance(value, list) else [value]
-        argv += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
-    return argv
+    return [arg for key, value in wanted.items() for arg in as_argv(key, value)]
 
 
 def grpo_compat_plugin() -> str:
