@@ -104,7 +104,9 @@ def _matrix_run(args: argparse.Namespace) -> int:
 
     wheelhouse = Path(args.wheelhouse).resolve() if args.wheelhouse else None
     results = Path(args.results).resolve() if args.results else DEFAULT_RESULTS
-    return run_matrix(_selected_cells(args), results, jobs=args.jobs, wheelhouse=wheelhouse)
+    return run_matrix(
+        _selected_cells(args), results, jobs=args.jobs, wheelhouse=wheelhouse, quick=args.quick, only=args.runs
+    )
 
 
 def _matrix_report(args: argparse.Namespace) -> int:
@@ -132,7 +134,8 @@ def _add_matrix(commands: argparse._SubParsersAction) -> None:
     actions = matrix.add_subparsers(dest="action", required=True, metavar="ACTION")
     run = actions.add_parser("run", help="build cell envs and run the smoke runs and reproducers")
     run.add_argument("--cells", help="comma-separated cell names (default: every cell of --device)")
-    run.add_argument("--quick", action="store_true", help="only the quick cells CI runs")
+    run.add_argument("--quick", action="store_true", help="only the quick cells CI runs, with the sweep's CI variants")
+    run.add_argument("--runs", default="*", help="only run kinds matching this glob, e.g. 'harm:*' (default: all)")
     run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     run.add_argument("--jobs", type=int, default=1, help="cells run at the same time (default 1)")
     run.add_argument("--results", help="results folder (default .matrix/results)")

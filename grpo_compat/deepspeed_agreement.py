@@ -1,6 +1,6 @@
 """Make the DeepSpeed config and the trainer agree on micro-batch, gradient accumulation and train batch.
 
-Upstream (KNOWN_FAILURES.md KF-5): transformers fills "auto" batch keys of a DeepSpeed config from the
+Upstream (docs/known_failures.md KF-5): transformers fills "auto" batch keys of a DeepSpeed config from the
 TrainingArguments and collects contradicting hard-coded values, but refuses them only inside
 ``trainer.train()``, after the policy and reference models have loaded. A config without a
 ``gradient_accumulation_steps`` key is never compared: accelerate inserts 1, so DeepSpeed accumulates
@@ -11,7 +11,8 @@ warning is printed by every correct run on accelerate >= 1.8 and is not a disagr
 ``batch_agreement`` is a pure function over plain values; ``agree_with_trainer(args)`` reads the user's
 own config (``args.deepspeed``, or accelerate's ``ACCELERATE_DEEPSPEED_CONFIG_FILE`` /
 ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS``), refuses contradictions with the numbers and a fix, and
-fills absent keys with what "auto" would have given.
+fills an absent ``gradient_accumulation_steps`` with the trainer's (the one key upstream gets wrong when
+absent); every other key is left as the user wrote it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class Agreement:
     """What a DeepSpeed config needs to agree with the trainer: refusals, and values for absent keys."""
 
     contradictions: dict[str, Any] = field(default_factory=dict)  # key -> the hard-coded value that contradicts
-    fills: dict[str, Any] = field(default_factory=dict)  # absent key -> the value "auto" would have given
+    fills: dict[str, Any] = field(default_factory=dict)  # absent gradient_accumulation_steps -> the trainer's
+    unsized: bool = False  # neither micro-batch nor train batch: DeepSpeed refuses it once the model has loaded
 
 
 def batch_agreement(config: Mapping[str, Any], batch: TrainerBatch) -> Agreement:
@@ -67,14 +69,18 @@ def batch_agreement(config: Mapping[str, Any], batch: TrainerBatch) -> Agreement
     contradictions, fills = {}, {}
     for key in BATCH_KEYS:
         value = config.get(key, _ABSENT)
-        if value is _ABSENT or value is None:  # nothing fills it (accelerate inserts accumulation 1)
-            flexible = batch.auto_find_batch_size and key != ACCUMULATION
-            fills[key] = "auto" if flexible else batch.value_of(key)
+        if value is _ABSENT or value is None:
+            # Only an absent accumulation goes wrong upstream, and only when the trainer's is not 1: accelerate
+            # inserts 1. DeepSpeed derives an absent micro-batch or train batch itself, from the world size it
+            # really runs with; a value filled here, before the processes exist, can contradict that (ZeRO-3's
+            # zero.Init counts 1 process while the model loads).
+            if key == ACCUMULATION and batch.value_of(key) != 1:
+                fills[key] = batch.value_of(key)
         elif value == "auto" or (batch.auto_find_batch_size and key != ACCUMULATION):
             continue  # upstream fills "auto"; with auto_find_batch_size it does not compare batch sizes
         elif value != batch.value_of(key):  # transformers' own rule, applied before any model loads
             contradictions[key] = value
-    return Agreement(contradictions, fills)
+    return Agreement(contradictions, fills, unsized=config.get(MICRO) is None and config.get(TOTAL) is None)
 
 
 def _is_count(value: Any) -> bool:
@@ -112,6 +118,16 @@ def refusal(agreement: Agreement, batch: TrainerBatch, user: UserConfig) -> str:
         fix = f"Fix: set {', '.join(keys)} in {user.source} (the trainer then fills in its own values)"
     flags = _matching_flags(user.values, batch)
     return "\n".join(lines) + "\n" + fix + (f", or pass {flags} to match the DeepSpeed config." if flags else ".")
+
+
+def unsized_refusal(batch: TrainerBatch, user: UserConfig) -> str:
+    """The error message for a config from which DeepSpeed cannot size a step."""
+    return (
+        f'The DeepSpeed config ({user.source}) has neither {MICRO} nor {TOTAL}: DeepSpeed refuses it ("Either '
+        f'train_batch_size or train_micro_batch_size_per_gpu needs to be provided") only after the model has '
+        f'loaded, and the trainer fills neither when it is absent.\nFix: add "{MICRO}": "auto" to {user.source} '
+        f"(the trainer then fills in --per_device_train_batch_size {batch.per_device_train_batch_size})."
+    )
 
 
 def _matching_flags(config: Mapping[str, Any], batch: TrainerBatch) -> str:
@@ -205,25 +221,24 @@ def agree_with_trainer(args: Any) -> Agreement | None:
         return None
     batch = trainer_batch(args)
     agreement = batch_agreement(found.values, batch)
-    if agreement.contradictions:
+    if agreement.contradictions or agreement.unsized:
         from grpo_compat.errors import GRPOSettingsError
 
-        raise GRPOSettingsError(refusal(agreement, batch, found))
-    filled = {key: value for key, value in agreement.fills.items() if live.get(key) != value}
-    live.update(filled)
-    if ACCUMULATION in filled and getattr(args, "deepspeed_plugin", None) is not None:
-        args.deepspeed_plugin.gradient_accumulation_steps = filled[ACCUMULATION]
-    if filled:
+        message = refusal(agreement, batch, found) if agreement.contradictions else unsized_refusal(batch, found)
+        raise GRPOSettingsError(message)
+    if ACCUMULATION in agreement.fills:
+        steps = live[ACCUMULATION] = agreement.fills[ACCUMULATION]
+        if getattr(args, "deepspeed_plugin", None) is not None:
+            args.deepspeed_plugin.gradient_accumulation_steps = steps
         from grpo_compat.engine import log
 
-        inserted = " (accelerate would have run DeepSpeed with 1)" if ACCUMULATION in filled else ""
         log(
             "info",
-            'The DeepSpeed config (%s) has no %s: set %s from the trainer\'s arguments, as "auto" does%s.',
+            'The DeepSpeed config (%s) has no %s: set it to the trainer\'s %d, as "auto" does (accelerate would '
+            "have run DeepSpeed with 1).",
             found.source,
-            ", ".join(filled),
-            ", ".join(f"{k}={v}" for k, v in filled.items()),
-            inserted,
+            ACCUMULATION,
+            steps,
         )
     setattr(args, CHECKED_ATTRIBUTE, live)
     return agreement

@@ -2,7 +2,7 @@
 
 ``validate(settings, rules)`` is a pure function. ``rules_for(trl, swift)`` encodes how each
 upstream version checks batch settings (read from the sources of every release; see
-``../shared/KNOWN_FAILURES.md`` KF-2):
+``docs/known_failures.md`` KF-2):
 
 - trl 0.14: no batch check (``per_device_train_batch_size`` counts prompts);
 - trl 0.15-0.16: completions per step = per-device batch x processes, must divide by num_generations;

@@ -20,7 +20,7 @@ CHECKS = ("ranks", "kl", "accumulation")
 class Reproducer:
     id: str
     patch: str  # the patch id this reproducer proves
-    known_failure: str  # KF-n in ../shared/KNOWN_FAILURES.md
+    known_failure: str  # KF-n in docs/known_failures.md
     script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe of matrix/runs.py PROBES
     requires: tuple[str, ...]  # version window of the cell (requirement strings)
     settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script

@@ -20,6 +20,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from fnmatch import fnmatch
 from pathlib import Path
 
 from matrix.envs import ENVS_DIR, Cell, EnvBuildError, ensure_env, env_is_ready
@@ -79,9 +80,10 @@ def _record(run: Run, status: str, outcome: str, **fields: object) -> dict:
     return {**record, **fields}
 
 
-def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, plain_sha: str | None) -> dict:
+def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, plain: dict | None) -> tuple[dict, dict]:
+    """Run one smoke run or probe: (its record for the cell's JSON, the result it wrote or {})."""
     if run.skip:
-        return _record(run, "skipped", run.skip)
+        return _record(run, "skipped", run.skip), {}
     output = folder / f"{run.slug}.json"
     output.unlink(missing_ok=True)
     argv = command(run, python, model_dir, output, cell.device, folder)
@@ -107,9 +109,9 @@ def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, p
     if timed_out:
         status, outcome = "timeout", f"no result after {run.timeout_s} s"
     else:
-        status, outcome = judge(run, result, plain_sha)
+        status, outcome = judge(run, result, plain)
     result = result or {}
-    return _record(
+    record = _record(
         run,
         status,
         outcome,
@@ -121,6 +123,7 @@ def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, p
         weights_sha256=result.get("weights_sha256"),
         wall_time_s=round(time.monotonic() - started, 1),
     )
+    return record, result
 
 
 def installed_versions_in(python: Path, cell: Cell) -> dict[str, str | None]:
@@ -135,7 +138,7 @@ def installed_versions_in(python: Path, cell: Cell) -> dict[str, str | None]:
     return json.loads(out.stdout)
 
 
-def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None) -> dict:
+def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: bool = False, only: str = "*") -> dict:
     record: dict = {
         "cell": cell.name,
         "description": cell.description,
@@ -177,18 +180,17 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None) -> dict:
             "error": None,
         }
         record["versions"] = installed_versions_in(python, cell)
-        runs = planned_runs(record["versions"], cell.device)
+        runs = [run for run in planned_runs(record["versions"], cell.device, quick) if fnmatch(run.kind, only)]
         folder = results / cell.name
         folder.mkdir(parents=True, exist_ok=True)
         model_dir = ENVS_DIR.parent / "models" / cell.name  # built by the cell's own transformers
-        plain_sha: dict[str, str | None] = {}
+        plain_results: dict[str, dict | None] = {}
         for index, run in enumerate(runs, 1):
             progress(f"{cell.name} ({index}/{len(runs)}) {run.name} ...")
-            outcome = execute(run, python, cell, folder, model_dir, plain_sha.get(run.kind))
+            outcome, result = execute(run, python, cell, folder, model_dir, plain_results.get(run.kind))
             if run.mode == "plain":
-                # Only weights of a plain run meant to train are what the patched run must reproduce;
-                # a reproducer's plain run fails on purpose, mid-run.
-                plain_sha[run.kind] = outcome["weights_sha256"] if run.expect_error is None else None
+                # What the patched run is compared with; a reproducer's plain run fails on purpose, mid-run.
+                plain_results[run.kind] = result if run.expect_error is None else None
             record["runs"].append(outcome)
             progress(
                 f"{cell.name} ({index}/{len(runs)}) {run.name}: {outcome['status']} - {outcome['outcome']}"
@@ -205,11 +207,19 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None) -> dict:
     return record
 
 
-def run_matrix(cells: list[Cell], results: Path, jobs: int = 1, wheelhouse: Path | None = None) -> int:
+def run_matrix(
+    cells: list[Cell],
+    results: Path,
+    jobs: int = 1,
+    wheelhouse: Path | None = None,
+    quick: bool = False,
+    only: str = "*",
+) -> int:
+    """Run ``cells`` (``quick``: only the do-no-harm sweep's CI variants; ``only``: run kinds matching a glob)."""
     results.mkdir(parents=True, exist_ok=True)
     progress(f"matrix: {len(cells)} cell(s), {jobs} at a time -> {results}")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        records = list(pool.map(lambda cell: run_cell(cell, results, wheelhouse), cells))
+        records = list(pool.map(lambda cell: run_cell(cell, results, wheelhouse, quick, only), cells))
     summary, page = write_reports(results)
     for record in records:
         progress(f"{record['cell']}: {record['status']}" + (f" ({record['reason']})" if record["reason"] else ""))

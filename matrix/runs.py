@@ -1,7 +1,8 @@
 """Which runs a matrix cell gets, and how each is launched and judged.
 
 Run kinds: ``single`` (one process), ``ddp`` (2 processes, gloo on CPU), ``zero2`` / ``zero3``
-(DeepSpeed, 2 processes) for cells with deepspeed, ``swift`` (ms-swift GRPO, in-process) and
+(DeepSpeed, 2 processes) and the do-no-harm sweep ``harm:<variant>`` (matrix/harm_sweep.py) for cells with
+deepspeed, ``swift`` (ms-swift GRPO, in-process) and
 ``swift-cli`` / ``swift-cli-2proc`` (the `swift rlhf` command line, 1 and 2 processes; patched = with
 grpo_compat's plugin) for ms-swift cells; each plain and patched. Then every reproducer of
 matrix/reproducers.py whose window the cell's versions fall in.
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_compat.versions import window_problem
+from matrix import harm_sweep
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS
 
 MATRIX = Path(__file__).resolve().parent
@@ -60,6 +62,7 @@ class Run:
     skip: str | None = None  # why this run is not run here
     checks: tuple[str, ...] = ()  # further judge checks of a run that trains (CHECKS, see failed_checks())
     same_as_plain: bool = True  # patched: weights bit-identical to plain (False where a patch corrects the run)
+    variant: harm_sweep.Variant | None = None  # a do-no-harm sweep run: launched and judged by matrix/harm_sweep.py
 
     @property
     def name(self) -> str:
@@ -98,7 +101,23 @@ def _pair(
     ]
 
 
-def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
+def sweep_runs(versions: dict[str, str | None], quick: bool) -> list[Run]:
+    """The do-no-harm sweep's plain and patched runs (all of it, or with ``quick`` its CI variants)."""
+    zero3_skip = ZERO3_CPU_SKIP if window_problem(ZERO3_CPU_WINDOW, versions) else None
+    runs = []
+    for variant in harm_sweep.VARIANTS:
+        if quick and not variant.quick:
+            continue
+        shared = dict(skip=zero3_skip if variant.stage == 3 else None, checks=harm_sweep.checks_of(variant))
+        patched = "fails only where plain fails (then no later), else trains; identical weights where plain trains"
+        runs += [
+            Run(f"harm:{variant.id}", "plain", "grpo", expectation="as upstream does", variant=variant, **shared),
+            Run(f"harm:{variant.id}", "patched", "grpo", expectation=patched, variant=variant, **shared),
+        ]
+    return runs
+
+
+def planned_runs(versions: dict[str, str | None], device: str, quick: bool = False) -> list[Run]:
     runs: list[Run] = []
     if versions.get("ms-swift"):
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
@@ -120,6 +139,7 @@ def planned_runs(versions: dict[str, str | None], device: str) -> list[Run]:
                         for run in accumulating
                     ]
                 runs += accumulating
+                runs += sweep_runs(versions, quick)
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
         if CELL_FAMILY[reproducer.script] != script or window_problem(reproducer.requires, versions):
@@ -180,6 +200,8 @@ def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, 
     script = [str({**SCRIPTS, **PROBES}[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
     script += ["--model-dir", str(model_dir), "--output", str(output)]
     script += [arg for setting in run.settings for arg in ("--set", setting)] + list(run.flags)
+    if run.variant is not None:
+        return harm_sweep.launch(run.variant, python, script, scratch, free_port())
     if run.launcher == "python":
         return [str(python), *script]
     launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]
@@ -191,10 +213,20 @@ def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, 
     return [*launch, "--use_deepspeed", "--deepspeed_config_file", str(deepspeed_config(stage, scratch)), *script]
 
 
-def judge(run: Run, result: dict | None, plain_sha: str | None) -> tuple[str, str]:
-    """(status, outcome) of a finished run from its JSON result (None when none was written)."""
+def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
+    """(status, outcome) of a finished run from its JSON result (None when none was written).
+
+    ``plain``: the result of the same kind's plain run, for a patched run (None when there is none to compare).
+    """
     if result is None:
         return "fail", "crashed before writing a result"
+    if run.variant is not None:
+        findings = failed_checks(run, result) if result.get("status") == "ok" else []
+        if run.mode == "plain":
+            return "pass", harm_sweep.describe_plain(result, findings)
+        plain_findings = failed_checks(run, plain) if plain and plain.get("status") == "ok" else []
+        return harm_sweep.judge_patched(result, plain, findings, plain_findings)
+    plain_sha = plain.get("weights_sha256") if plain else None
     error = result.get("error") or ""
     first_line = error.splitlines()[0][:160] if error else ""
     findings = failed_checks(run, result) if result.get("status") == "ok" else []

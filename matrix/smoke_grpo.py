@@ -106,7 +106,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         config = GRPOConfig(**kwargs)
     result["n_gpu"] = config.n_gpu
     hf_deepspeed = getattr(config, "hf_deepspeed_config", None)  # set by a deepspeed= config (dict or file)
-    if config.use_cpu and hf_deepspeed is not None and hf_deepspeed.is_zero3():
+    if args.early_deepspeed_init and config.use_cpu and hf_deepspeed is not None and hf_deepspeed.is_zero3():
         # With a GPU, accelerate starts DeepSpeed's communication for such a config; with use_cpu only gloo,
         # and ZeRO-3's zero.Init while the model loads would count 1 process (DeepSpeed's batch assertion).
         import deepspeed

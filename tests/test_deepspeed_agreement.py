@@ -26,6 +26,7 @@ from grpo_compat.deepspeed_agreement import (
     batch_agreement,
     load_config,
     refusal,
+    unsized_refusal,
 )
 from matrix.runs import Run, judge, planned_runs
 from tests.conftest import run_python
@@ -51,11 +52,14 @@ def test_auto_batch_keys_always_agree(batch):
 
 
 @given(batches)
-def test_absent_batch_keys_are_filled_with_what_auto_gives(batch):
+def test_only_an_absent_accumulation_other_than_1_is_filled_deepspeed_derives_the_rest(batch):
     agreement = batch_agreement({"zero_optimization": {"stage": 3}}, batch)
-    micro, accumulation = batch.per_device_train_batch_size, batch.gradient_accumulation_steps
+    accumulation = batch.gradient_accumulation_steps
     assert agreement.contradictions == {}
-    assert agreement.fills == {MICRO: micro, ACCUMULATION: accumulation, TOTAL: micro * accumulation * batch.world_size}
+    # accelerate inserts 1 for an absent accumulation: right when the trainer's is 1, wrong otherwise.
+    assert agreement.fills == ({ACCUMULATION: accumulation} if accumulation != 1 else {})
+    # An absent micro-batch or train batch is DeepSpeed's to derive, from the world size it really runs with.
+    assert MICRO not in agreement.fills and TOTAL not in agreement.fills
 
 
 @given(batches)
@@ -97,13 +101,24 @@ def test_a_number_written_as_a_string_is_a_contradiction_as_transformers_sees_it
     assert 'gradient_accumulation_steps: "8" in the DeepSpeed config' in refused({ACCUMULATION: "8"}, batch)
 
 
+def test_a_config_with_neither_micro_batch_nor_train_batch_is_refused_with_the_key_to_add():
+    batch = TrainerBatch(per_device_train_batch_size=2, gradient_accumulation_steps=4, world_size=2)
+    # DeepSpeed: "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided", after the load.
+    assert batch_agreement({"zero_optimization": {"stage": 2}, ACCUMULATION: "auto"}, batch).unsized
+    for sized in ({MICRO: "auto"}, {TOTAL: 16}, {MICRO: 2, TOTAL: None}):
+        assert not batch_agreement(sized, batch).unsized, sized
+    message = unsized_refusal(batch, UserConfig({}, "ds.json"))
+    assert 'add "train_micro_batch_size_per_gpu": "auto" to ds.json' in message
+    assert "--per_device_train_batch_size 2" in message
+
+
 def test_auto_find_batch_size_compares_only_the_accumulation():
     batch = TrainerBatch(4, 2, 1, auto_find_batch_size=True)  # the trainer halves the micro-batch on OOM
     agreement = batch_agreement({MICRO: 16, TOTAL: 999}, batch)
     assert agreement.contradictions == {}
     assert agreement.fills == {ACCUMULATION: 2}
     assert batch_agreement({ACCUMULATION: 4}, batch).contradictions == {ACCUMULATION: 4}
-    assert batch_agreement({}, batch).fills == {MICRO: "auto", ACCUMULATION: 2, TOTAL: "auto"}
+    assert batch_agreement({}, batch).fills == {ACCUMULATION: 2}
 
 
 def test_accumulation_from_the_accelerate_config_gets_the_accelerate_fix():
@@ -225,16 +240,24 @@ def test_hard_coded_accumulation_is_refused_when_the_config_is_built_not_after_t
 @pytest.mark.parametrize("cell", DEEPSPEED_CELLS)
 def test_absent_accumulation_is_filled_as_auto_would_fill_it(cell, folder):
     plain, patched = built(cell, "plain", folder)["outcomes"], built(cell, "patched", folder)["outcomes"]
-    filled = {MICRO: 2, ACCUMULATION: 2, TOTAL: 4}
-    assert plain["auto"]["config"] == patched["auto"]["config"] == filled
+    assert plain["auto"]["config"] == patched["auto"]["config"] == {MICRO: 2, ACCUMULATION: 2, TOTAL: 4}
     # Upstream: accelerate inserts 1, no mismatch, no warning; DeepSpeed accumulates 1 micro-batch, the trainer 2.
     assert (plain["absent"]["config"][ACCUMULATION], plain["absent"]["plugin_accumulation"]) == (1, 1)
     assert plain["absent"]["mismatches"] == []
-    assert patched["absent"]["config"] == filled
+    # Patched: the accumulation only; the absent train_batch_size stays absent for DeepSpeed to derive (issue 12).
+    assert (
+        patched["absent"]["config"]
+        == {**plain["absent"]["config"], ACCUMULATION: 2}
+        == {
+            MICRO: 2,
+            ACCUMULATION: 2,
+            TOTAL: None,
+        }
+    )
     assert patched["absent"]["plugin_accumulation"] == 2
-    # accelerate launch --deepspeed_config_file: transformers fills the rest later, from the same dict.
+    # accelerate launch --deepspeed_config_file: transformers fills "auto" later, from the same dict.
     assert plain["launch-absent"]["config"][ACCUMULATION] == 1
-    assert patched["launch-absent"]["config"] == {MICRO: "auto", ACCUMULATION: 2, TOTAL: 4}
+    assert patched["launch-absent"]["config"] == {MICRO: "auto", ACCUMULATION: 2, TOTAL: None}
     # Checked once: a later change of the arguments (ms-swift's sequence parallel) is neither refused nor re-filled.
     assert [outcome.get("checked_again") for outcome in patched.values() if "config" in outcome] == [False] * 3
 
@@ -377,7 +400,9 @@ def test_field_shape_runs_pass_only_when_every_rank_moved_kl_rose_and_deepspeed_
     for key, value in broken.items():
         assert judge(run, {**GOOD, key: value}, None)[0] == "fail", key
     patched = planned(NEWEST, "zero3-ga8", "patched")
-    assert judge(patched, {**GOOD, "weights_sha256": "b"}, "a")[1] == "trained, but weights differ from the plain run"
+    assert judge(patched, {**GOOD, "weights_sha256": "b"}, {**GOOD, "weights_sha256": "a"})[1] == (
+        "trained, but weights differ from the plain run"
+    )
     assert planned(OLD, "zero3-ga8", "plain").skip  # DeepSpeed < 0.19.8 ZeRO-3 on CPU: see matrix/runs.py
 
 

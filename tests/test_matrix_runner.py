@@ -37,7 +37,7 @@ def fake_script(tmp_path, monkeypatch):
 
 def run_fake(tmp_path: Path, **options) -> dict:
     run = Run("single", "plain", "fake", **options)
-    return runner.execute(run, Path(sys.executable), CELL, tmp_path, tmp_path / "model", None)
+    return runner.execute(run, Path(sys.executable), CELL, tmp_path, tmp_path / "model", None)[0]
 
 
 def test_a_script_that_crashes_is_a_failed_run_with_its_output(fake_script, tmp_path):
@@ -69,11 +69,11 @@ def test_a_runner_crash_is_the_cells_result_and_the_json_is_written(tmp_path, mo
 def test_patched_run_must_reproduce_the_plain_weights():
     result = {"status": "ok", "all_trainable_params_changed": True, "weights_sha256": "b"}
     patched = Run("single", "patched", "grpo")
-    assert judge(patched, result, plain_sha="a") == ("fail", "trained, but weights differ from the plain run")
-    assert judge(patched, result, plain_sha="b") == ("pass", "trained")
-    assert (
-        judge(patched, {**result, "all_trainable_params_changed": False, "unchanged_params": ["w"]}, "b")[0] == "fail"
-    )
+    plain = {**result, "weights_sha256": "a"}
+    assert judge(patched, result, plain) == ("fail", "trained, but weights differ from the plain run")
+    assert judge(patched, result, result) == ("pass", "trained")
+    unchanged = {**result, "all_trainable_params_changed": False, "unchanged_params": ["w"]}
+    assert judge(patched, unchanged, result)[0] == "fail"
 
 
 def test_weights_corrupted_at_load_fail_the_run_even_when_it_trains():
@@ -83,9 +83,10 @@ def test_weights_corrupted_at_load_fail_the_run_even_when_it_trains():
 
 
 def test_a_skipped_run_is_reported_with_its_reason_and_not_started(tmp_path):
-    outcome = runner.execute(
+    outcome, result = runner.execute(
         Run("zero3", "plain", "grpo", skip="why not"), Path("/nonexistent/python"), CELL, tmp_path, tmp_path, None
     )
+    assert result == {}
     assert (outcome["status"], outcome["outcome"]) == ("skipped", "why not")
 
 
@@ -106,6 +107,7 @@ def test_run_plan_follows_the_cells_versions():
     zero3 = [run for run in trl_cell if run.kind == "zero3"]
     assert all(run.skip and "DeepSpeed < 0.19.8" in run.skip for run in zero3)
     assert not [run for run in planned_runs({"trl": "1.16.0", "deepspeed": "0.19.8"}, "cpu") if run.skip]
+    assert all(run.skip for run in trl_cell if run.variant and run.variant.stage == 3)
     assert [r.kind for r in planned_runs({"trl": "1.16.0"}, "cuda")][:2] == ["single", "single"]
     swift = [run.name for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu")]
     assert swift[:2] == ["swift/plain", "swift/patched"]

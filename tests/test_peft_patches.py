@@ -110,7 +110,7 @@ def test_asked_non_reentrant_checkpointing_is_overridden_with_a_warning_and_trai
     reproducer = next(r for r in REPRODUCERS if r.patch == "trl.peft-zero3-reentrant")
     asked = 'gradient_checkpointing_kwargs={"use_reentrant": false}'
     run = Run("asked-non-reentrant", "patched", "grpo", "zero3", (*reproducer.settings, asked), reproducer.flags)
-    record = runner.execute(run, Path(cell_python(cell.name)), cell, tmp_path, tmp_path / "tiny-model", None)
+    record, _ = runner.execute(run, Path(cell_python(cell.name)), cell, tmp_path, tmp_path / "tiny-model", None)
     assert record["status"] == "pass", record
     assert record["weights_changed"] is True
     log = (tmp_path / f"{run.slug}.log").read_text()

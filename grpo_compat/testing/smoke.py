@@ -65,6 +65,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument("--watchdog", choices=("warn", "stop", "off"), help="patched mode: GRPO_COMPAT_WATCHDOG")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
+    p.add_argument(
+        "--no-early-deepspeed-init",
+        dest="early_deepspeed_init",
+        action="store_false",
+        help="ZeRO-3 with deepspeed= on CPU: leave DeepSpeed's process group to the trainer, as most user scripts do",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     args = p.parse_args(argv)
     args.config_overrides = {}

@@ -5,7 +5,7 @@ Symptom:   with DeepSpeed and gradient_accumulation_steps = N > 1, the logged gr
            and gradient clipping acts on a gradient N times too small. Adam's update is nearly
            invariant to a constant gradient scale, so this rarely freezes a run on its own; with a
            large N and small gradients Adam's eps dominates and the updates shrink (KF-5).
-Upstream:  KNOWN_FAILURES.md KF-5; fixed by huggingface/transformers#35808 ("Fix GA loss for
+Upstream:  docs/known_failures.md KF-5; fixed by huggingface/transformers#35808 ("Fix GA loss for
            Deepspeed", transformers 4.49.0: scale_wrt_gas=False).
 Affects:   transformers 4.48.0-4.48.3 with DeepSpeed, for TRL's GRPOTrainer (trl 0.14-0.17 declare
            transformers >= 4.46) and ms-swift 3.x (its training_step reaches this one through super()).
