@@ -230,7 +230,7 @@ def agree_with_trainer(args: Any) -> Agreement | None:
         steps = live[ACCUMULATION] = agreement.fills[ACCUMULATION]
         if getattr(args, "deepspeed_plugin", None) is not None:
             args.deepspeed_plugin.gradient_accumulation_steps = steps
-        from grpo_compat.engine import log
+        from grpo_compat.logs import log
 
         log(
             "info",

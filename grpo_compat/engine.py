@@ -1,7 +1,8 @@
 """The engine: decides which patches apply here, waits for their targets, applies and reverts them.
 
-Kept cheap on the ``apply()`` path: ``wrapping`` (which needs ``inspect``) and ``logging`` are
-imported only once a target module is imported, i.e. when trl or swift has already paid for them.
+Kept cheap on the ``apply()`` path: ``wrapping`` (which needs ``inspect``) and ``logging`` (through
+``grpo_compat.logs``) are imported only once a target module is imported, i.e. when trl or swift has
+already paid for them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from grpo_compat import import_hooks
 from grpo_compat.errors import PatchFailedError, UnknownPatchError
+from grpo_compat.logs import log
 from grpo_compat.registry import Patch, registered_patches
 from grpo_compat.report import PatchReport, Report, Status
 from grpo_compat.versions import installed_versions, window_problem
@@ -20,31 +22,6 @@ from grpo_compat.versions import installed_versions, window_problem
 DISABLE_ENV = "GRPO_COMPAT_DISABLE"
 # Statuses that mean "this install is not what the patch was written for"; strict=True refuses them.
 STRICT_FAILURES = frozenset({Status.FAILED, Status.TARGET_MISSING, Status.OUTSIDE_WINDOW})
-
-
-def is_main_process() -> bool:
-    """Rank 0 of torchrun / accelerate / deepspeed launches, or a plain single process."""
-    return all(os.environ.get(name, "0") == "0" for name in ("RANK", "LOCAL_RANK"))
-
-
-LOG_LEVEL_ENV = "GRPO_COMPAT_LOG_LEVEL"
-
-
-def log(level: str, message: str, *args: object) -> None:
-    """Log through the `grpo_compat` logger, on rank 0 only (a default handler, as transformers does)."""
-    if is_main_process():
-        import logging
-
-        logger = logging.getLogger("grpo_compat")
-        if not getattr(logger, "grpo_compat_configured", False):  # not `handlers`: callers may add their own
-            logger.grpo_compat_configured = True  # type: ignore[attr-defined]
-            # As transformers does for its own logger: visible by default, not duplicated through root.
-            handler = logging.StreamHandler()
-            handler.setFormatter(logging.Formatter("[grpo_compat] %(levelname)s %(message)s"))
-            logger.addHandler(handler)
-            logger.setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
-            logger.propagate = False
-        getattr(logger, level)(message, *args)
 
 
 class _PatchState:

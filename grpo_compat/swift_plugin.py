@@ -62,7 +62,7 @@ def activate() -> None:
         return
     import grpo_compat
     from grpo_compat.detectors import SWIFT_GRPO_TRAINER_MODULES
-    from grpo_compat.engine import log
+    from grpo_compat.logs import log
     from grpo_compat.report import Status
 
     arguments = arguments_being_parsed()

@@ -158,7 +158,7 @@ def build_callback(settings: WatchdogSettings) -> Any:
             self.finding = finding  # once: later evidence does not repeat the message
             if self.settings.mode == "stop":
                 raise TrainingStalledError(finding.message())
-            from grpo_compat.engine import log
+            from grpo_compat.logs import log
 
             log("warning", "%s", finding.message())
 

@@ -1,10 +1,9 @@
-"""Shared test helpers: a throwaway upstream package for engine mechanics, and subprocess runners."""
+"""Fixtures: a throwaway upstream package for engine mechanics, a tiny-model folder; hypothesis's CI profile."""
 
 from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -17,7 +16,6 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-REPO = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
 
 
@@ -44,15 +42,7 @@ def upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         del sys.modules[module]
 
 
-def run_python(
-    code: str, env: dict[str, str] | None = None, python: str = sys.executable
-) -> subprocess.CompletedProcess:
-    """Run code in a fresh interpreter (import state is per process)."""
-    return subprocess.run(
-        [python, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        timeout=600,
-    )
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A folder for the tiny model, built by the first smoke run that uses it, shared by a module's tests."""
+    return tmp_path_factory.mktemp("tiny-qwen2")

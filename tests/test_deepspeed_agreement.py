@@ -29,8 +29,7 @@ from grpo_compat.deepspeed_agreement import (
     unsized_refusal,
 )
 from matrix.runs import Run, judge, planned_runs
-from tests.conftest import run_python
-from tests.test_smoke_runs import cell_python
+from tests.helpers import cell_python, run_python
 
 counts = st.integers(min_value=1, max_value=64)
 batches = st.builds(TrainerBatch, counts, counts, st.integers(min_value=1, max_value=16))
@@ -217,6 +216,7 @@ def folder(tmp_path_factory):
     return str(tmp_path_factory.mktemp("deepspeed-configs"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", DEEPSPEED_CELLS)
 def test_hard_coded_accumulation_is_refused_when_the_config_is_built_not_after_the_models_load(cell, folder):
     plain = built(cell, "plain", folder)["outcomes"]
@@ -237,6 +237,7 @@ def test_hard_coded_accumulation_is_refused_when_the_config_is_built_not_after_t
     assert statuses["trl.deepspeed-agreement"] == statuses["trl.grpo-config-check"] == "applied"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", DEEPSPEED_CELLS)
 def test_absent_accumulation_is_filled_as_auto_would_fill_it(cell, folder):
     plain, patched = built(cell, "plain", folder)["outcomes"], built(cell, "patched", folder)["outcomes"]
@@ -300,6 +301,7 @@ print(json.dumps(steps))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["apply-then-import", "import-then-apply"])
 def test_two_patches_on_grpo_config_post_init_apply_and_revert_cleanly(order, folder):
     # trl.grpo-config-check refuses before upstream's __post_init__, trl.deepspeed-agreement after it.
@@ -331,6 +333,7 @@ def deepspeed_beside_swift(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_swift_4_config_is_checked_by_the_swift_patch_because_swift_skips_trls_post_init(folder):
     cases = {
         "hard-coded": ({}, {**AUTO, ACCUMULATION: 4}),

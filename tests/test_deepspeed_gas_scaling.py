@@ -14,32 +14,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from matrix import runner
-from matrix.envs import load_cells
-from matrix.reproducers import REPRODUCERS
 from matrix.runs import Run, judge, planned_runs
-from tests.test_smoke_runs import cell_python
+from tests.helpers import reproducer_results
 
 CELL = "trl-0.15"
 PATCH = "trl.deepspeed-gas-double-scaling"
-
-
-def reproducer_results(cell_name: str, patch_id: str, folder: Path) -> dict[str, tuple[dict, dict]]:
-    """Run the matrix's reproducer runs of ``patch_id`` in the cell: {mode: (matrix record, result JSON)}."""
-    cell = load_cells()[0][cell_name]
-    python = Path(cell_python(cell_name))
-    versions = runner.installed_versions_in(python, cell)
-    runs = [run for run in planned_runs(versions, cell.device) if run.kind.startswith("repro:")]
-    ids = {f"repro:{r.id}" for r in REPRODUCERS if r.patch == patch_id}
-    results = {}
-    for run in (run for run in runs if run.kind in ids):
-        results[run.mode] = runner.execute(run, python, cell, folder, folder / "tiny-model", None)
-    assert set(results) == {"plain", "patched"}, f"no reproducer of {patch_id} is planned in {cell_name}"
-    return results
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +29,7 @@ def ga_scaling(tmp_path_factory):
     return reproducer_results(CELL, PATCH, tmp_path_factory.mktemp("ga-scaling"))
 
 
+@pytest.mark.slow
 def test_zero2_grad_norm_is_a_quarter_of_ddp_on_transformers_4_48_unpatched(ga_scaling):
     record, result = ga_scaling["plain"]
     assert record["status"] == "pass", record

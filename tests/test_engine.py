@@ -9,39 +9,9 @@ import pytest
 
 from grpo_compat.engine import Engine
 from grpo_compat.errors import PatchFailedError, UnknownPatchError
-from grpo_compat.registry import Patch, Target
 from grpo_compat.report import Status
-from tests.conftest import run_python
-
-SOURCE = """
-    def double(x):
-        return 2 * x
-
-    class Base:
-        def run(self, x):
-            return x
-
-    class Model(Base):
-        def step(self, x, scale=1):
-            return x * scale
-
-        @staticmethod
-        def helper(x):
-            return x
-
-        @classmethod
-        def build(cls, x):
-            return len(cls.__name__) + x
-"""
-
-
-def add_one(wrapped, *args, **kwargs):
-    return wrapped(*args, **kwargs) + 1
-
-
-def make_patch(module: str, *qualnames: str, patch_id: str = "test.add-one", **options) -> Patch:
-    targets = tuple(Target.parse(f"{module}:{q}") for q in qualnames)
-    return Patch(patch_id, options.pop("requires", ("packaging>=20",)), targets, add_one, **options)
+from tests.helpers import UPSTREAM_SOURCE as SOURCE
+from tests.helpers import make_patch, run_python
 
 
 def test_patch_waits_for_a_module_imported_after_apply(upstream):

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_smoke_runs import smoke
+from tests.helpers import smoke
+
+pytestmark = pytest.mark.slow  # real GRPO runs in a cell env
 
 CELL = "trl-1.16"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tiny-qwen2-watchdog")
 
 
 def patched_run(model_dir, tmp_path, *settings: str, flags: tuple = ()) -> dict:

@@ -24,8 +24,7 @@ from grpo_compat.patches.unsloth import lm_head_guard as unsloth_guard
 from grpo_compat.errors import LMHeadShapeError
 from grpo_compat.shapes import HIDDEN, LOGITS, lm_head_shape, projection_input
 from matrix.reproducers import REPRODUCERS
-from tests.conftest import REPO
-from tests.test_smoke_runs import cell_python
+from tests.helpers import REPO, cell_python
 
 B, T, H, V = 2, 5, 64, 500  # Mistral's H=4096, V=32000, scaled down; H != V
 
@@ -70,6 +69,7 @@ def liger_probe(tmp_path_factory):
     return results
 
 
+@pytest.mark.slow
 def test_trl_liger_loss_on_logits_fails_upstream_with_the_kf3_matmul_error(liger_probe):
     plain = liger_probe["plain"]
     assert plain["status"] == "error"
@@ -78,6 +78,7 @@ def test_trl_liger_loss_on_logits_fails_upstream_with_the_kf3_matmul_error(liger
     assert "[64, 504]" in plain["error"]  # Liger multiplies the (B*K, 504) logits by lm_head.weight.t() (64, 504)
 
 
+@pytest.mark.slow
 def test_trl_liger_guard_keeps_hidden_states_and_uses_the_non_liger_loss_for_logits(liger_probe):
     patched = liger_probe["patched"]
     assert patched["status"] == "ok", patched["error"]

@@ -13,8 +13,9 @@ import subprocess
 import pytest
 
 from grpo_compat.alignment import UNPREDICTABLE_LOGP
-from tests.conftest import REPO
-from tests.test_smoke_runs import cell_python
+from tests.helpers import REPO, cell_python
+
+pytestmark = pytest.mark.slow  # probes trl's log-prob method in cell envs
 
 LENGTH = 7  # tests/logps_cases.py: sequences of 7 tokens
 ALIGNMENT_CELLS = ["trl-1.16", "trl-0.16", "trl-0.19"]

@@ -16,6 +16,7 @@ from matrix.runs import Run, judge, planned_runs
 CELL = Cell(name="local", pins={"torch": "2.13.0"})
 
 
+@pytest.mark.slow
 def test_unsatisfiable_pins_make_an_error_cell_with_the_reason(tmp_path):
     broken = Cell(name="broken-pins", pins={"torch": "2.13.0", "trl": "0.0.999"})
     record = runner.run_cell(broken, tmp_path)
@@ -54,6 +55,7 @@ def test_a_run_that_hangs_is_stopped_and_reported_as_a_timeout(fake_script, tmp_
     assert outcome["wall_time_s"] < 30
 
 
+@pytest.mark.slow
 def test_a_runner_crash_is_the_cells_result_and_the_json_is_written(tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise KeyError("no such run kind")
@@ -151,6 +153,7 @@ def test_cli_rebuilds_reports_from_the_cell_json(tmp_path):
     assert (tmp_path / "summary.md").exists() and (tmp_path / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
     """The GPU machines have no network: a cell must build from wheels carried in beforehand.
 

@@ -8,7 +8,9 @@ import zipfile
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.slow  # builds a wheel
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from grpo_compat.errors import GRPOSettingsError, LaunchError
 from grpo_compat.registry import registered_patches
 from grpo_compat.report import Status
 from grpo_compat.versions import installed_version, window_problem
-from tests.conftest import REPO, run_python
+from tests.helpers import REPO, run_python
 
 PATCHES = registered_patches()
 

@@ -24,8 +24,9 @@ from matrix import runner
 from matrix.envs import load_cells
 from matrix.reproducers import REPRODUCERS
 from matrix.runs import Run
-from tests.test_deepspeed_gas_scaling import reproducer_results
-from tests.test_smoke_runs import cell_python
+from tests.helpers import cell_python, reproducer_results
+
+pytestmark = pytest.mark.slow  # real PEFT / DeepSpeed training in the trl-0.15 and trl-0.29-peft-zero3 cells
 
 
 def upstream_pattern(patch_id: str) -> str:
@@ -61,6 +62,7 @@ import json
 from peft import LoraConfig
 from trl import GRPOConfig
 from grpo_compat.patches.trl.peft_zero3_reentrant import deepspeed_recomputes_frozen_params, must_reenter
+
 auto = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto"}
 def config(stage=3, reentrant=None, **kwargs):
     ds = {"zero_optimization": {"stage": stage}, **auto}

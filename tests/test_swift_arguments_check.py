@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_smoke_runs import smoke
+from tests.helpers import smoke
+
+pytestmark = pytest.mark.slow  # real ms-swift runs in a cell env
 
 CELL = "swift-4.6"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tiny-qwen2-swift")
 
 
 def test_single_generation_gets_the_reason_and_a_fix_before_the_model_loads(model_dir, tmp_path):

@@ -18,15 +18,11 @@ import subprocess
 import pytest
 
 from matrix.reproducers import REPRODUCERS
-from tests.conftest import REPO
-from tests.test_smoke_runs import cell_python, smoke
+from tests.helpers import REPO, cell_python, smoke
+
+pytestmark = pytest.mark.slow  # probes and rollouts in the swift-4.6 cell
 
 CELL = "swift-4.6"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tiny-qwen2-swift")
 
 
 @pytest.fixture(scope="module")

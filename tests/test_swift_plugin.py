@@ -20,9 +20,8 @@ import pytest
 from grpo_compat.engine import Engine
 from grpo_compat.report import Status
 from grpo_compat.swift_plugin import plugin_path
-from tests.conftest import REPO
-from tests.test_engine import SOURCE, make_patch
-from tests.test_smoke_runs import cell_python, smoke
+from tests.helpers import REPO, cell_python, make_patch, smoke
+from tests.helpers import UPSTREAM_SOURCE as SOURCE
 
 CELL = "swift-4.6"
 REPORT_LINE = "grpo_compat report (active)"
@@ -62,6 +61,7 @@ def write_prompts(path: Path) -> Path:
 # -- the plugin file ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_plugin_path_prints_a_file_swift_imports_without_shadowing_anything(python):
     printed = subprocess.run(
         [str(Path(python).parent / "grpo-compat"), "plugin-path"], capture_output=True, text=True, check=True
@@ -158,6 +158,7 @@ def test_the_error_of_a_swift_run_is_the_first_exception_a_rank_raised():
 # -- the command line, for real ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_ranks_train_with_the_plugin_and_a_user_plugin_and_log_one_report(model_dir, tmp_path):
     # smoke_swift_cli.py refuses a run that trained without the user plugin's reward in the metrics, without
     # grpo_compat applied and its watchdog among the trainer's callbacks on every rank, or with != 1 report.
@@ -174,6 +175,7 @@ def test_two_ranks_train_with_the_plugin_and_a_user_plugin_and_log_one_report(mo
     assert "GRPOTrainer.__init__ was deleted" in statuses["trl.launch-guard"][1]
 
 
+@pytest.mark.slow
 def test_single_generation_gets_grpo_compats_message_before_the_model_loads(model_dir, tmp_path):
     result = smoke(CELL, "patched", model_dir, tmp_path, "num_generations=1", script="smoke_swift_cli.py")
     assert result["error"].startswith("SwiftFailed: GRPOSettingsError: GRPO needs at least 2 completions per prompt")
@@ -188,6 +190,7 @@ IN_PROCESS_IMPORTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", IN_PROCESS_IMPORTS)
 def test_in_process_apply_checks_rlhf_arguments_and_rlhf_main_trains(cell, tmp_path_factory, tmp_path):
     python = cell_python(cell)
@@ -250,6 +253,7 @@ def readme_block(language: str, must_contain: str) -> str:
     return block
 
 
+@pytest.mark.slow
 def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python, model_dir, tmp_path):
     command = readme_block("bash", "--external_plugins")
     rewards = readme_block("python", "# my_rewards.py")

@@ -15,8 +15,7 @@ import pytest
 from grpo_compat.check import swift_settings_to_check
 from grpo_compat.errors import GRPOSettingsError
 from grpo_compat.validation import GRPOSettings, refuse_unless_valid, rules_for, validate
-from tests.conftest import run_python
-from tests.test_smoke_runs import cell_python
+from tests.helpers import cell_python, run_python
 
 
 @pytest.mark.parametrize(("trl", "swift"), [("0.16.1", "3.2.0"), ("0.17.0", "3.4.1")])
@@ -56,6 +55,7 @@ print(grpo_compat.report().status_of("swift.grpo-arguments-check").value)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("swift", ["3.5.3", "3.4.1"])
 def test_real_ms_swift_3_arguments_reach_the_check_before_the_model(swift):
     # ms-swift 3.5.3 installed; "3.4.1" makes the check read the version a < 3.5 install would report.

@@ -104,10 +104,11 @@ def guard_launch(wrapped: Any, *call_args: Any, **call_kwargs: Any) -> Any:
     if n_gpu and not _placed_by_device_map(bound.get("model"), args):
         if not _single_gpu_opted_in():
             raise LaunchError(launch_message(name, n_gpu))
-        import logging
+        from grpo_compat.logs import log
 
         args._n_gpu = 1  # what Trainer itself does for model-parallel models: no DataParallel
-        logging.getLogger("grpo_compat").warning(
+        log(
+            "warning",
             "%s=1: %s trains on one GPU instead of wrapping the model in DataParallel over %d; "
             "the other %d GPU(s) stay idle. To use them all: %s",
             SINGLE_GPU_ENV,

@@ -71,7 +71,7 @@ def _liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: An
         pass  # handled below, outside the except block: no chained traceback if the fallback fails
     finally:
         _REROUTABLE.reset(token)
-    from grpo_compat.engine import log
+    from grpo_compat.logs import log
     from grpo_compat.wrapping import bound_arguments
 
     bound = bound_arguments(wrapped, trainer, *args, **kwargs)

@@ -65,7 +65,7 @@ def reentrant_checkpointing(wrapped: Any, trainer: Any, *args: Any, **kwargs: An
     if must_reenter(bound.get("model"), config, bound.get("peft_config")):
         asked = dict(config.gradient_checkpointing_kwargs or {})
         if asked.get("use_reentrant") is False:
-            from grpo_compat.engine import log
+            from grpo_compat.logs import log
 
             log(
                 "warning",

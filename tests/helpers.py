@@ -1,0 +1,109 @@
+"""Helpers the tests share: subprocess runners, cell interpreters, smoke runs, a throwaway patch.
+
+Fixtures live in conftest.py; everything a test module imports from another lives here, so no test module
+imports another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from grpo_compat.registry import Patch, Target
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_python(
+    code: str, env: dict[str, str] | None = None, python: str = sys.executable
+) -> subprocess.CompletedProcess:
+    """Run code in a fresh interpreter (import state is per process)."""
+    return subprocess.run(
+        [python, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def cell_python(name: str) -> str:
+    """The interpreter of a matrix cell: the default cell is the env the tests run in, others get their own."""
+    from grpo_compat.versions import installed_version
+    from matrix.envs import ensure_env, load_cells
+
+    cells, default = load_cells()
+    cell = cells[name]
+    if name == default and all(installed_version(d) == v for d, v in cell.pins.items() if d != "torch"):
+        return sys.executable
+    return str(ensure_env(cell))
+
+
+def smoke(
+    name: str, mode: str, model_dir, tmp_path, *settings: str, script: str = "smoke_grpo.py", flags: tuple = ()
+) -> dict:
+    """Run a matrix smoke script (or probe) in a cell; its JSON result."""
+    output = tmp_path / f"{name}-{mode}-{len(list(tmp_path.iterdir()))}.json"
+    command = [cell_python(name), str(REPO / "matrix" / script), "--mode", mode, "--steps", "3"]
+    command += ["--model-dir", str(model_dir), "--output", str(output)]
+    command += [arg for setting in settings for arg in ("--set", setting)] + list(flags)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert output.exists(), completed.stderr[-3000:]
+    return json.loads(output.read_text())
+
+
+def reproducer_results(cell_name: str, patch_id: str, folder: Path) -> dict[str, tuple[dict, dict]]:
+    """Run the matrix's reproducer runs of ``patch_id`` in the cell: {mode: (matrix record, result JSON)}."""
+    from matrix import runner
+    from matrix.envs import load_cells
+    from matrix.reproducers import REPRODUCERS
+    from matrix.runs import planned_runs
+
+    cell = load_cells()[0][cell_name]
+    python = Path(cell_python(cell_name))
+    versions = runner.installed_versions_in(python, cell)
+    runs = [run for run in planned_runs(versions, cell.device) if run.kind.startswith("repro:")]
+    ids = {f"repro:{r.id}" for r in REPRODUCERS if r.patch == patch_id}
+    results = {}
+    for run in (run for run in runs if run.kind in ids):
+        results[run.mode] = runner.execute(run, python, cell, folder, folder / "tiny-model", None)
+    assert set(results) == {"plain", "patched"}, f"no reproducer of {patch_id} is planned in {cell_name}"
+    return results
+
+
+# A module for the engine's mechanics, written to disk by conftest's ``upstream`` fixture.
+UPSTREAM_SOURCE = """
+    def double(x):
+        return 2 * x
+
+    class Base:
+        def run(self, x):
+            return x
+
+    class Model(Base):
+        def step(self, x, scale=1):
+            return x * scale
+
+        @staticmethod
+        def helper(x):
+            return x
+
+        @classmethod
+        def build(cls, x):
+            return len(cls.__name__) + x
+"""
+
+
+def add_one(wrapped, *args, **kwargs):
+    return wrapped(*args, **kwargs) + 1
+
+
+def make_patch(module: str, *qualnames: str, patch_id: str = "test.add-one", **options) -> Patch:
+    """A patch adding 1 to what each target returns."""
+    targets = tuple(Target.parse(f"{module}:{q}") for q in qualnames)
+    return Patch(patch_id, options.pop("requires", ("packaging>=20",)), targets, add_one, **options)
