@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
+from grpo_compat.import_hooks import still_loading
+
 # ms-swift's GRPO trainer modules (4.x, 3.x): both delete trl's GRPOTrainer.__init__ right after importing it.
 SWIFT_GRPO_TRAINER_MODULES = ("swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer")
 
@@ -17,11 +19,7 @@ def trl_grpo_trainer_init_present(module: ModuleType) -> str | None:
     """
     if "__init__" not in vars(module.GRPOTrainer):
         return "ms-swift removed trl's GRPOTrainer.__init__: swift runs are checked by swift.grpo-arguments-check"
-    if any(_initializing(sys.modules.get(name)) for name in SWIFT_GRPO_TRAINER_MODULES):
+    if any(still_loading(sys.modules.get(name)) for name in SWIFT_GRPO_TRAINER_MODULES):
         # Swift's trainer module imported trl's and deletes __init__ on its next line: a wrapper would vanish.
         return "ms-swift deletes trl's GRPOTrainer.__init__ right after importing it: a wrapper there would never run"
     return None
-
-
-def _initializing(module: ModuleType | None) -> bool:
-    return module is not None and bool(getattr(getattr(module, "__spec__", None), "_initializing", False))

@@ -48,7 +48,7 @@ class PostImportFinder:
     def watch(self, module_name: str, callback: ModuleCallback) -> None:
         """Call ``callback(module)`` once the module is imported; at once if it already is."""
         module = sys.modules.get(module_name)
-        if module is not None and _finished_loading(module):
+        if module is not None and not still_loading(module):
             callback(module)
             return
         with self._lock:
@@ -96,10 +96,9 @@ def _spec_from_other_finders(me: PostImportFinder, fullname: str, path, target):
     return None
 
 
-def _finished_loading(module: ModuleType) -> bool:
-    # A module is in sys.modules while its own code still runs; its spec says so.
-    spec = getattr(module, "__spec__", None)
-    return not getattr(spec, "_initializing", False)
+def still_loading(module: ModuleType | None) -> bool:
+    """Whether ``module``'s own code is still running (it is in sys.modules from its first line on)."""
+    return module is not None and bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def module_exists(name: str) -> bool:
@@ -114,6 +113,3 @@ def module_exists(name: str) -> bool:
             return False
         spec = importlib.machinery.PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
     return spec is not None
-
-
-hooks = PostImportFinder()

@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from grpo_compat.versions import TRACKED_DISTRIBUTIONS
+
 try:
     from matrix.envs import CELLS_FILE, load_cells
 except ModuleNotFoundError:  # run as a script: python matrix/report.py
@@ -26,17 +28,6 @@ KIND_ORDER = ("single", "ddp", "zero2", "zero3", "swift")
 MODE_ORDER = ("plain", "patched")
 REPRO_PREFIX = "repro:"
 KNOWN_FAILURE = "upstream fails"
-VERSION_KEYS = (
-    "torch",
-    "trl",
-    "ms-swift",
-    "transformers",
-    "accelerate",
-    "deepspeed",
-    "peft",
-    "liger-kernel",
-    "unsloth-zoo",
-)
 
 # Display status of a run -> (emoji, label, background, text colour).
 STYLES: dict[str, tuple[str, str, str, str]] = {
@@ -174,7 +165,7 @@ def cell_why(cell: dict[str, Any]) -> str:
 def versions_text(cell: dict[str, Any]) -> str:
     versions = cell.get("versions") if isinstance(cell.get("versions"), dict) else None
     source = versions or (cell.get("pins") if isinstance(cell.get("pins"), dict) else {}) or {}
-    return ", ".join(f"{key} {source[key]}" for key in VERSION_KEYS if source.get(key))
+    return ", ".join(f"{key} {source[key]}" for key in TRACKED_DISTRIBUTIONS if source.get(key))
 
 
 def totals(results: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:

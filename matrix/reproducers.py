@@ -31,7 +31,7 @@ class Reproducer:
     checks: tuple[str, ...] = ()  # judge checks of matrix/runs.py CHECKS; `upstream` may match what they find
 
 
-# DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs (matrix/runs.py ZERO3_CPU_WINDOW).
+# DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs: ZeRO-3 runs need this window here.
 ZERO3_ON_CPU = ("deepspeed>=0.19.8",)
 
 REPRODUCERS = (

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -225,9 +224,3 @@ def run_matrix(
         progress(f"{record['cell']}: {record['status']}" + (f" ({record['reason']})" if record["reason"] else ""))
     progress(f"summary: {summary}\n        report:  {page}")
     return 0 if all(record["status"] == "pass" for record in records) else 1
-
-
-if __name__ == "__main__":
-    from grpo_compat.cli import main
-
-    sys.exit(main(["matrix", "run", *sys.argv[1:]]))

@@ -11,14 +11,15 @@ matrix/reproducers.py whose window the cell's versions fall in.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_compat.versions import window_problem
-from matrix import harm_sweep
-from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS
+from matrix import harm_sweep, upstream_suite
+from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
 SCRIPTS = {
@@ -46,6 +47,9 @@ CELL_FAMILY = {
     "swift-cli": "swift",
 }
 STEPS = 3
+# trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
+TRL_SOURCE_ENV = "GRPO_COMPAT_TRL_SOURCE"
+UPSTREAM_SUITE = MATRIX / "upstream_suite.py"
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,6 @@ class Run:
 # Measured here: with torch 2.13 on CPU, ZeRO-3 of DeepSpeed 0.16.5 to 0.19.0 hands some small
 # parameters garbage values at load in about 60% of runs (0.19.8: none in 9 runs). An upstream
 # CPU/gloo defect outside GRPO, random per run, so these runs are skipped with the reason shown.
-ZERO3_CPU_WINDOW = ("deepspeed>=0.19.8",)
 ZERO3_CPU_SKIP = "DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load (upstream, random per run)"
 # transformers 4.48 + DeepSpeed divide the loss by gradient accumulation twice; trl.deepspeed-gas-double-scaling
 # scales it once, so a patched DeepSpeed run with accumulation > 1 moves the weights differently from plain
@@ -103,7 +106,7 @@ def _pair(
 
 def sweep_runs(versions: dict[str, str | None], quick: bool) -> list[Run]:
     """The do-no-harm sweep's plain and patched runs (all of it, or with ``quick`` its CI variants)."""
-    zero3_skip = ZERO3_CPU_SKIP if window_problem(ZERO3_CPU_WINDOW, versions) else None
+    zero3_skip = ZERO3_CPU_SKIP if window_problem(ZERO3_ON_CPU, versions) else None
     runs = []
     for variant in harm_sweep.VARIANTS:
         if quick and not variant.quick:
@@ -117,6 +120,29 @@ def sweep_runs(versions: dict[str, str | None], quick: bool) -> list[Run]:
     return runs
 
 
+def upstream_suite_runs(versions: dict[str, str | None]) -> list[Run]:
+    """trl's own GRPO and SFT tests, plain and patched: every outcome and final loss must be the same.
+
+    Slow (minutes a suite), so not in ``--quick``; skipped with the reason where no trl git source is given
+    (``GRPO_COMPAT_TRL_SOURCE``) or it has no tag of the cell's trl.
+    """
+    source = os.environ.get(TRL_SOURCE_ENV)
+    skip = None
+    if not source:
+        skip = f"trl's tests come from a trl git repository: set {TRL_SOURCE_ENV} (trl's sdists carry no tests)"
+    else:
+        git = upstream_suite.git_dir(Path(source))
+        tags = upstream_suite.list_tags(git) if git else []
+        if git is None or upstream_suite.choose_tag(str(versions.get("trl")), tags) is None:
+            skip = f"{source} has no tag of trl {versions.get('trl')}"
+    expectation = "every test's outcome and final loss as in the plain pass"
+    return [
+        Run(f"upstream:{suite}", mode, "upstream", flags=("--suite", suite), skip=skip, timeout_s=1800, **extra)
+        for suite in ("grpo", "sft")
+        for mode, extra in (("plain", {"expectation": "trl's tests run"}), ("patched", {"expectation": expectation}))
+    ]
+
+
 def planned_runs(versions: dict[str, str | None], device: str, quick: bool = False) -> list[Run]:
     runs: list[Run] = []
     if versions.get("ms-swift"):
@@ -128,7 +154,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only
             runs += _pair("ddp", "grpo", "ddp")
             if versions.get("deepspeed"):
-                skip = ZERO3_CPU_SKIP if window_problem(ZERO3_CPU_WINDOW, versions) else None
+                skip = ZERO3_CPU_SKIP if window_problem(ZERO3_ON_CPU, versions) else None
                 runs += _pair("zero2", "grpo", "zero2") + _pair("zero3", "grpo", "zero3", skip)
                 accumulating = _pair("zero2-ga8", "grpo", "zero2", None, FIELD_SHAPE, CHECKS)
                 accumulating += _pair("zero3-ga8", "grpo", "zero3", skip, FIELD_SHAPE, CHECKS)
@@ -140,6 +166,8 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
                     ]
                 runs += accumulating
                 runs += sweep_runs(versions, quick)
+            if not quick:
+                runs += upstream_suite_runs(versions)
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
         if CELL_FAMILY[reproducer.script] != script or window_problem(reproducer.requires, versions):
@@ -197,6 +225,10 @@ def deepspeed_config(stage: int, folder: Path) -> Path:
 
 def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, scratch: Path) -> list[str]:
     """The command line of one run, inside the cell's env."""
+    if run.script == "upstream":
+        source = os.environ.get(TRL_SOURCE_ENV, "")
+        suite = [str(UPSTREAM_SUITE), "--mode", run.mode, *run.flags, "--source", source, "--output", str(output)]
+        return [str(python), *suite, "--scratch", str(scratch / f"upstream-{run.mode}")]
     script = [str({**SCRIPTS, **PROBES}[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
     script += ["--model-dir", str(model_dir), "--output", str(output)]
     script += [arg for setting in run.settings for arg in ("--set", setting)] + list(run.flags)
@@ -220,6 +252,15 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
     """
     if result is None:
         return "fail", "crashed before writing a result"
+    if run.script == "upstream":
+        if result.get("status") != "ok":
+            return "fail", (result.get("error") or "no result").splitlines()[0][:160]
+        if run.mode == "plain":
+            return "pass", result.get("summary", "")
+        differences = upstream_suite.compare(plain or {}, result)
+        if differences:
+            return "fail", f"{len(differences)} difference(s) from plain: " + "; ".join(differences)[:300]
+        return "pass", f"{len(result.get('tests', {}))} tests: every outcome and final loss as in the plain pass"
     if run.variant is not None:
         findings = failed_checks(run, result) if result.get("status") == "ok" else []
         if run.mode == "plain":

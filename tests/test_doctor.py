@@ -34,7 +34,17 @@ def test_doctor_json_lists_versions_patches_and_exits_zero_here():
     assert set(diagnosis["versions"]) >= {"torch", "transformers", "trl", "ms-swift", "accelerate", "deepspeed", "peft"}
     patch = {p["id"]: p for p in diagnosis["patches"]}["trl.grpo-config-check"]
     assert patch["status"] == "pending" and patch["requires"] == ["trl>=0.14"]
-    assert "torch" not in result.stderr
+
+
+def test_doctor_imports_neither_torch_nor_any_upstream_library():
+    code = (
+        "import sys; from grpo_compat.cli import main; main(['doctor', '--json']); "
+        "heavy = ('torch', 'trl', 'transformers', 'deepspeed', 'accelerate', 'swift', 'peft'); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)), file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "[]"
 
 
 def test_doctor_text_output_shows_each_patch_with_its_window():

@@ -10,7 +10,6 @@ import pytest
 
 from matrix import runner, runs
 from matrix.envs import Cell, load_cells, quick_cells
-from matrix.reproducers import REPRODUCERS
 from matrix.runs import Run, judge, planned_runs
 
 CELL = Cell(name="local", pins={"torch": "2.13.0"})
@@ -108,18 +107,12 @@ def test_run_plan_follows_the_cells_versions():
     assert "repro:single-generation/plain" in names
     zero3 = [run for run in trl_cell if run.kind == "zero3"]
     assert all(run.skip and "DeepSpeed < 0.19.8" in run.skip for run in zero3)
-    assert not [run for run in planned_runs({"trl": "1.16.0", "deepspeed": "0.19.8"}, "cpu") if run.skip]
+    newest = planned_runs({"trl": "1.16.0", "deepspeed": "0.19.8"}, "cpu")
+    assert not [run for run in newest if run.skip and run.script != "upstream"]
     assert all(run.skip for run in trl_cell if run.variant and run.variant.stage == 3)
     assert [r.kind for r in planned_runs({"trl": "1.16.0"}, "cuda")][:2] == ["single", "single"]
     swift = [run.name for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu")]
     assert swift[:2] == ["swift/plain", "swift/patched"]
-
-
-def test_every_patch_has_a_reproducer_in_the_matrix():
-    from grpo_compat.registry import registered_patches
-
-    proven = {reproducer.patch for reproducer in REPRODUCERS}
-    assert {patch.id for patch in registered_patches()} <= proven
 
 
 def test_quick_cells_exist_and_include_the_newest_and_trl_0_16():
@@ -187,3 +180,28 @@ def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
         [python, "-c", "import datasets, grpo_compat.testing.tiny_model; print('ok')"], capture_output=True, text=True
     )
     assert check.stdout.strip() == "ok", check.stderr[-2000:]
+
+
+def test_trls_own_suites_run_in_trl_cells_outside_quick_and_say_why_when_skipped(monkeypatch):
+    monkeypatch.delenv(runs.TRL_SOURCE_ENV, raising=False)
+    newest = {"trl": "1.16.0", "deepspeed": "0.19.8"}
+    upstream = [run for run in planned_runs(newest, "cpu") if run.kind.startswith("upstream:")]
+    assert [run.name for run in upstream] == [
+        f"upstream:{s}/{m}" for s in ("grpo", "sft") for m in ("plain", "patched")
+    ]
+    assert all(runs.TRL_SOURCE_ENV in run.skip for run in upstream)
+    assert not [run for run in planned_runs(newest, "cpu", quick=True) if run.kind.startswith("upstream:")]
+    assert not [run for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu") if run.script == "upstream"]
+
+
+def test_a_patched_upstream_suite_passes_only_with_every_outcome_and_loss_of_the_plain_pass():
+    run = Run("upstream:grpo", "patched", "upstream", flags=("--suite", "grpo"))
+    tests = {"t::a": {"outcome": "passed", "final_loss": 0.5}, "t::b": {"outcome": "skipped", "final_loss": None}}
+    plain = {"status": "ok", "trl": "1.9.2", "tag": "v1.9.0", "suite": "grpo", "tests": tests}
+    assert judge(run, plain, plain)[0] == "pass"
+    changed_loss = {**plain, "tests": {**tests, "t::a": {"outcome": "passed", "final_loss": 0.25}}}
+    status, outcome = judge(run, changed_loss, plain)
+    assert status == "fail" and "t::a: final loss 0.5 -> 0.25" in outcome
+    failed = {**plain, "tests": {**tests, "t::b": {"outcome": "failed", "final_loss": None}}}
+    assert judge(run, failed, plain)[0] == "fail"
+    assert judge(run, {"status": "error", "error": "RuntimeError: pytest exited 2"}, plain)[0] == "fail"
