@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-MICRO, ACCUMULATION, TOTAL = "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"
+from grpo_compat.deepspeed_agreement import ACCUMULATION, MICRO, TOTAL
+
 # The trainer's side of every variant: valid on 1 and 2 processes under every trl's batch rule (trl 0.16 wants
 # the global batch divisible by num_generations). A contradicting number never equals the trainer's value.
 BATCH_SETTINGS = ("per_device_train_batch_size=2", "gradient_accumulation_steps=4", "num_generations=2")
@@ -61,11 +62,6 @@ class Variant:
             if state != "absent":
                 config[key] = {"auto": "auto", "match": trainer[key], "contradict": CONTRADICTING[key]}[state]
         return {**config, **(BLOCKS if self.blocks else {})}
-
-    def describe(self) -> str:
-        keys = f"micro {self.micro}, accumulation {self.accumulation}, train batch {self.total}"
-        blocks = ", optimizer+scheduler" if self.blocks else ""
-        return f"ZeRO-{self.stage}, {keys}{blocks}; {self.given}; {self.launcher} x{self.processes}"
 
 
 _V = Variant
@@ -114,12 +110,12 @@ def launch(variant: Variant, python: Path, script: list[str], scratch: Path, por
 
     ``script``: the smoke script and its arguments, without an interpreter (each launcher starts the cell's).
     """
-    config_path = scratch / f"{variant.id}.json"
-    config_path.write_text(json.dumps(variant.config(), indent=2))
+    config, config_path = variant.config(), scratch / f"{variant.id}.json"
+    config_path.write_text(json.dumps(config, indent=2))
     if variant.given in ("path", "accelerate-flag+path"):
         script = [*script, "--set", f"deepspeed={config_path}"]
     elif variant.given == "dict":
-        script = [*script, "--set", f"deepspeed={json.dumps(variant.config())}"]
+        script = [*script, "--set", f"deepspeed={json.dumps(config)}"]
     # A process group for DeepSpeed's zero.Init is what the trainer makes, as in a user's script.
     script = [*script, "--no-early-deepspeed-init", *(f"--set={s}" for s in BATCH_SETTINGS)]
     n, bin_dir = str(variant.processes), python.parent

@@ -104,9 +104,8 @@ def _pair(
     ]
 
 
-def sweep_runs(versions: dict[str, str | None], quick: bool) -> list[Run]:
+def sweep_runs(zero3_skip: str | None, quick: bool) -> list[Run]:
     """The do-no-harm sweep's plain and patched runs (all of it, or with ``quick`` its CI variants)."""
-    zero3_skip = ZERO3_CPU_SKIP if window_problem(ZERO3_ON_CPU, versions) else None
     runs = []
     for variant in harm_sweep.VARIANTS:
         if quick and not variant.quick:
@@ -165,7 +164,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
                         for run in accumulating
                     ]
                 runs += accumulating
-                runs += sweep_runs(versions, quick)
+                runs += sweep_runs(skip, quick)
             if not quick:
                 runs += upstream_suite_runs(versions)
     script = "swift" if versions.get("ms-swift") else "grpo"
