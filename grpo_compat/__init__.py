@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from grpo_compat.engine import Engine
-from grpo_compat.errors import GRPOCompatError, GRPOSettingsError, LaunchError, PatchFailedError, UnknownPatchError
-from grpo_compat.report import Report, Status
+from grpo_compat.core.engine import Engine
+from grpo_compat.core.errors import GRPOCompatError, GRPOSettingsError, LaunchError, PatchFailedError, UnknownPatchError
+from grpo_compat.core.report import Report, Status
 
 __version__ = "0.1.0"
 __all__ = [

@@ -1,5 +1,5 @@
 import sys
 
-from grpo_compat.cli import main
+from grpo_compat.tools.cli import main
 
 sys.exit(main())

@@ -61,9 +61,9 @@ def activate() -> None:
         # ms-swift 4.x re-imports plugins in spawned DataLoader workers; the rank itself already did this.
         return
     import grpo_compat
-    from grpo_compat.detectors import SWIFT_GRPO_TRAINER_MODULES
-    from grpo_compat.logs import log
-    from grpo_compat.report import Status
+    from grpo_compat.core.logs import log
+    from grpo_compat.core.report import Status
+    from grpo_compat.fixes.detectors import SWIFT_GRPO_TRAINER_MODULES
 
     arguments = arguments_being_parsed()
     grpo = is_swift_grpo(arguments)
@@ -74,6 +74,6 @@ def activate() -> None:
     if arguments is None:
         log("debug", "swift plugin: imported outside ms-swift's argument parsing; no arguments to check")
     elif grpo and grpo_compat.report()[ARGUMENTS_PATCH].status is Status.APPLIED:
-        from grpo_compat.check import refuse_impossible_swift_grpo
+        from grpo_compat.tools.preflight import refuse_impossible_swift_grpo
 
         refuse_impossible_swift_grpo(arguments)

@@ -29,10 +29,10 @@ def main() -> int:
     from smoke_grpo import config_kwargs, prompts
     from trl import GRPOConfig, GRPOTrainer
 
+    from grpo_compat.fixes.watchdog import WatchdogSettings
+    from grpo_compat.fixes.watchdog_callback import build_callback
     from grpo_compat.testing.smoke import length_reward, parse_args
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
-    from grpo_compat.watchdog import WatchdogSettings
-    from grpo_compat.watchdog_callback import build_callback
 
     with tempfile.TemporaryDirectory() as tmp:
         smoke_args = parse_args("bench", "", ["--steps", str(args.steps)])

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_compat.deepspeed_agreement import ACCUMULATION, MICRO, TOTAL
+from grpo_compat.fixes.deepspeed_config import ACCUMULATION, MICRO, TOTAL
 
 # The trainer's side of every variant: valid on 1 and 2 processes under every trl's batch rule (trl 0.16 wants
 # the global batch divisible by num_generations). A contradicting number never equals the trainer's value.

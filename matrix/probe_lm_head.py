@@ -94,7 +94,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         raise ProbeFailed(f"logits: loss {logits_loss.item()} far from the Liger loss on hidden states {liger.item()}")
     checked += f"; logits (B, K, {head[0]}): non-Liger loss {logits_loss.item():.6f}, equal bit for bit"
 
-    from grpo_compat.errors import LMHeadShapeError
+    from grpo_compat.core.errors import LMHeadShapeError
 
     try:
         trainer.compute_loss(BackboneOutputsLogits(model, width=NARROW), inputs)

@@ -35,7 +35,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     import torch
     import unsloth  # noqa: F401 - generates the GRPO trainer module (PatchFastRL at import)
 
-    from grpo_compat.errors import LMHeadShapeError
+    from grpo_compat.core.errors import LMHeadShapeError
 
     module = next((sys.modules[name] for name in MODULES if name in sys.modules), None)
     if module is None:

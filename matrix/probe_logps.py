@@ -35,7 +35,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     import torch
     from smoke_grpo import config_kwargs, prompts  # this folder: the smoke run's config for each trl version
 
-    from grpo_compat.alignment import UNPREDICTABLE_LOGP
+    from grpo_compat.fixes.alignment import UNPREDICTABLE_LOGP
     from grpo_compat.testing.logps import log_prob_method_name, log_probs
 
     model_dir = tiny_model(args)

@@ -134,7 +134,7 @@ def right_aligned(lengths: Any, width: int) -> Any:
 def check(trainer: Any, recorded_labels: list, result: dict) -> None:
     import torch
 
-    from grpo_compat.alignment import UNPREDICTABLE_LOGP
+    from grpo_compat.fixes.alignment import UNPREDICTABLE_LOGP
 
     generation_batch = next(iter(trainer.get_train_dataloader()))
     with torch.no_grad():

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from grpo_compat.versions import TRACKED_DISTRIBUTIONS
+from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS
 
 try:
     from matrix.envs import CELLS_FILE, load_cells

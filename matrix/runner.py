@@ -126,7 +126,7 @@ def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, p
 
 
 def installed_versions_in(python: Path, cell: Cell) -> dict[str, str | None]:
-    code = "import json; from grpo_compat.versions import installed_versions; print(json.dumps(installed_versions()))"
+    code = "import json; from grpo_compat.core.versions import installed_versions as v; print(json.dumps(v()))"
     out = subprocess.run(
         [str(python), "-c", code],
         capture_output=True,

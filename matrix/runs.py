@@ -17,7 +17,7 @@ import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grpo_compat.versions import window_problem
+from grpo_compat.core.versions import window_problem
 from matrix import harm_sweep, upstream_suite
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
 

@@ -32,8 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # matrix.*: the in-process swift run's prompts, the matrix's free port
 
+from grpo_compat.core.versions import installed_version, release  # noqa: E402
 from grpo_compat.testing.smoke import digest, last_logged, parse_args, run_smoke, tiny_model  # noqa: E402 - after the path above
-from grpo_compat.versions import installed_version, release  # noqa: E402
 from matrix.runs import free_port  # noqa: E402
 from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_dataset  # noqa: E402
 

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from grpo_compat.registry import Patch, Target
+from grpo_compat.core.registry import Patch, Target
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def run_python(
 
 def cell_python(name: str) -> str:
     """The interpreter of a matrix cell: the default cell is the env the tests run in, others get their own."""
-    from grpo_compat.versions import installed_version
+    from grpo_compat.core.versions import installed_version
     from matrix.envs import ensure_env, load_cells
 
     cells, default = load_cells()

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 import grpo_compat
-from grpo_compat.engine import Engine
-from grpo_compat.registry import registered_patches
+from grpo_compat.core.engine import Engine
+from grpo_compat.core.registry import registered_patches
 from grpo_compat.testing.logps import causal_lm, log_prob_method, log_prob_method_name, log_probs, trainer_stand_in
 
 LENGTH = 7

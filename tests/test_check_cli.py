@@ -11,7 +11,7 @@ import pytest
 
 def check(*args: str) -> subprocess.CompletedProcess:
     code = (
-        "import sys; from grpo_compat.cli import main; rc = main(sys.argv[1:]); "
+        "import sys; from grpo_compat.tools.cli import main; rc = main(sys.argv[1:]); "
         "print('TORCH_LOADED' if 'torch' in sys.modules else ''); sys.exit(rc)"
     )
     return subprocess.run([sys.executable, "-c", code, "check", *args], capture_output=True, text=True)

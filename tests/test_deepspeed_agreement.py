@@ -1,6 +1,6 @@
 """trl.deepspeed-agreement and swift.deepspeed-agreement: the DeepSpeed config agrees with the trainer's batch.
 
-The rule (grpo_compat.deepspeed_agreement.batch_agreement) is tested here as a pure function; the
+The rule (grpo_compat.fixes.deepspeed_config.batch_agreement) is tested here as a pure function; the
 patches on real installs with deepspeed: the trl-1.16 and trl-0.16 cell envs (.venv has no deepspeed),
 and ms-swift 4.6 with the trl-1.16 env's DeepSpeed 0.19.8 put on its path (the swift-4.6 cell has none).
 """
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from grpo_compat.deepspeed_agreement import (
+from grpo_compat.fixes.deepspeed_config import (
     ACCUMULATION,
     MICRO,
     TOTAL,
@@ -160,7 +160,7 @@ CASES = {  # name -> (environment of an accelerate launch, GRPOConfig(deepspeed=
 BUILD_CONFIGS = """
 import importlib, json, os, sys
 import grpo_compat
-from grpo_compat.deepspeed_agreement import BATCH_KEYS, agree_with_trainer
+from grpo_compat.fixes.deepspeed_config import BATCH_KEYS, agree_with_trainer
 if sys.argv[1] == "patched":
     grpo_compat.apply()
 GRPOConfig = importlib.import_module(sys.argv[4]).GRPOConfig  # trl's, or ms-swift 4.x's own
@@ -265,7 +265,7 @@ def test_absent_accumulation_is_filled_as_auto_would_fill_it(cell, folder):
 
 REVERT_IN_ANY_ORDER = """
 import grpo_compat, json, sys
-from grpo_compat.errors import GRPOSettingsError
+from grpo_compat.core.errors import GRPOSettingsError
 IDS = ["trl.deepspeed-agreement", "trl.grpo-config-check"]
 if sys.argv[1] == "import-then-apply":
     import trl.trainer.grpo_config

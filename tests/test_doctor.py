@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from grpo_compat.doctor import ERROR, WARNING, find_problems
+from grpo_compat.tools.doctor import ERROR, WARNING, find_problems
 
 
 def test_ms_swift_from_3_10_without_msgspec_is_broken():
@@ -38,7 +38,7 @@ def test_doctor_json_lists_versions_patches_and_exits_zero_here():
 
 def test_doctor_imports_neither_torch_nor_any_upstream_library():
     code = (
-        "import sys; from grpo_compat.cli import main; main(['doctor', '--json']); "
+        "import sys; from grpo_compat.tools.cli import main; main(['doctor', '--json']); "
         "heavy = ('torch', 'trl', 'transformers', 'deepspeed', 'accelerate', 'swift', 'peft'); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)), file=sys.stderr)"
     )

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from grpo_compat.engine import Engine
-from grpo_compat.errors import PatchFailedError, UnknownPatchError
-from grpo_compat.report import Status
+from grpo_compat.core.engine import Engine
+from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
+from grpo_compat.core.report import Status
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
 from tests.helpers import make_patch, run_python
 

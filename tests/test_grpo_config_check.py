@@ -10,7 +10,7 @@ import re
 import pytest
 
 import grpo_compat
-from grpo_compat.errors import GRPOSettingsError
+from grpo_compat.core.errors import GRPOSettingsError
 
 CPU = {"output_dir": "unused", "use_cpu": True, "bf16": False, "report_to": "none"}
 

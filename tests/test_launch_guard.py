@@ -17,9 +17,9 @@ from unittest import mock
 import pytest
 
 import grpo_compat
-from grpo_compat.errors import GRPOCompatError, LaunchError
+from grpo_compat.core.errors import GRPOCompatError, LaunchError
+from grpo_compat.core.versions import release
 from grpo_compat.testing.tiny_model import build_tiny_qwen2
-from grpo_compat.versions import release
 
 PATCH = "trl.launch-guard"
 ARGV = ["train.py", "--output_dir", "runs/my run", "--learning_rate=1e-5"]

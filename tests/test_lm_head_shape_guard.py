@@ -1,7 +1,7 @@
 """KF-3: hidden states pass a fused GRPO loss's lm_head projection untouched, logits are used as logits,
 anything else is refused naming both shapes.
 
-- grpo_compat.shapes.projection_input, the one decision both guard patches use;
+- grpo_compat.fixes.shapes.projection_input, the one decision both guard patches use;
 - trl.liger-lm-head-guard with the real TRL 0.23 and the real Liger GRPO loss (liger-kernel compiles it
   with torch.compile on CPU), in the trl-0.23-liger cell env, through matrix/probe_lm_head.py;
 - unsloth.lm-head-guard: Unsloth imports only on a GPU, so its guard functions run here on stand-ins of
@@ -21,8 +21,8 @@ import pytest
 import torch
 from grpo_compat.patches.unsloth import lm_head_guard as unsloth_guard
 
-from grpo_compat.errors import LMHeadShapeError
-from grpo_compat.shapes import HIDDEN, LOGITS, lm_head_shape, projection_input
+from grpo_compat.core.errors import LMHeadShapeError
+from grpo_compat.fixes.shapes import HIDDEN, LOGITS, lm_head_shape, projection_input
 from matrix.reproducers import REPRODUCERS
 from tests.helpers import REPO, cell_python
 
@@ -92,7 +92,7 @@ def test_trl_liger_guard_keeps_hidden_states_and_uses_the_non_liger_loss_for_log
 
 
 def test_trl_liger_guard_stands_back_outside_its_window():
-    from grpo_compat.engine import Engine
+    from grpo_compat.core.engine import Engine
 
     # trl 1.16 here: no _get_last_hidden_state / compute_liger_loss (trl >= 1.14 projects elsewhere).
     assert Engine().plan().status_of("trl.liger-lm-head-guard").value == "outside version window"
@@ -221,7 +221,7 @@ def test_unsloth_2025_guard_passes_hidden_states_and_explains_logits(monkeypatch
 
 
 def test_unsloth_guard_targets_the_generated_module_and_zoos_generator():
-    from grpo_compat.registry import registered_patches
+    from grpo_compat.core.registry import registered_patches
 
     guard = next(p for p in registered_patches() if p.id == "unsloth.lm-head-guard")
     targets = {str(t) for t in guard.targets}

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from grpo_compat.alignment import UNPREDICTABLE_LOGP
+from grpo_compat.fixes.alignment import UNPREDICTABLE_LOGP
 from tests.helpers import REPO, cell_python
 
 pytestmark = pytest.mark.slow  # probes trl's log-prob method in cell envs

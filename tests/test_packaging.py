@@ -39,7 +39,7 @@ def test_console_script_and_core_dependency(wheel):
     core = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging"]
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
-    assert "grpo-compat = grpo_compat.cli:main" in wheel.read(entry_points).decode()
+    assert "grpo-compat = grpo_compat.tools.cli:main" in wheel.read(entry_points).decode()
 
 
 def test_the_ms_swift_plugin_file_ships_alone_in_its_folder(wheel):

@@ -11,10 +11,10 @@ import re
 import pytest
 
 import grpo_compat
-from grpo_compat.errors import GRPOSettingsError, LaunchError
-from grpo_compat.registry import registered_patches
-from grpo_compat.report import Status
-from grpo_compat.versions import installed_version, window_problem
+from grpo_compat.core.errors import GRPOSettingsError, LaunchError
+from grpo_compat.core.registry import registered_patches
+from grpo_compat.core.report import Status
+from grpo_compat.core.versions import installed_version, window_problem
 from tests.helpers import REPO, run_python
 
 PATCHES = registered_patches()

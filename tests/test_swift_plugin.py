@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_compat.engine import Engine
-from grpo_compat.report import Status
+from grpo_compat.core.engine import Engine
+from grpo_compat.core.report import Status
 from grpo_compat.swift_plugin import plugin_path
 from tests.helpers import REPO, cell_python, make_patch, smoke
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
@@ -146,7 +146,7 @@ def test_the_error_of_a_swift_run_is_the_first_exception_a_rank_raised():
         "[INFO:swift] Successfully imported external_plugins\n"
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "x.py", line 1, in <module>\n'
-        "[rank1]: grpo_compat.errors.GRPOSettingsError: the eval batch is wrong.\n"
+        "[rank1]: grpo_compat.core.errors.GRPOSettingsError: the eval batch is wrong.\n"
         "[rank1]: Set per_device_eval_batch_size=4.\n"
         "[rank1]:\n"
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: swift/cli/rlhf.py FAILED\n"

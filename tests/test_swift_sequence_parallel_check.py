@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_compat.check import swift_settings_to_check
-from grpo_compat.errors import GRPOSettingsError
-from grpo_compat.validation import GRPOSettings, refuse_unless_valid, rules_for, validate
+from grpo_compat.core.errors import GRPOSettingsError
+from grpo_compat.fixes.validation import GRPOSettings, refuse_unless_valid, rules_for, validate
+from grpo_compat.tools.preflight import swift_settings_to_check
 from tests.helpers import cell_python, run_python
 
 
@@ -42,7 +42,7 @@ def test_on_ms_swift_3_the_check_reads_sequence_parallel_size_from_swifts_argume
 
 
 REAL_ARGUMENTS = """
-import grpo_compat, grpo_compat.versions as versions
+import grpo_compat, grpo_compat.core.versions as versions
 grpo_compat.apply()
 real = versions.installed_version
 versions.installed_version = lambda name: {swift!r} if name == "ms-swift" else real(name)

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grpo_compat.validation import GRPOSettings, describe, rules_for, validate
-from grpo_compat.versions import installed_version
+from grpo_compat.core.versions import installed_version
+from grpo_compat.fixes.validation import GRPOSettings, describe, rules_for, validate
 
 VERSIONS = [
     ("0.14.0", None),

@@ -6,7 +6,7 @@ import importlib.metadata
 
 import pytest
 
-from grpo_compat.versions import installed_version, parse_window, release, window_problem
+from grpo_compat.core.versions import installed_version, parse_window, release, window_problem
 
 
 def test_installed_versions_match_importlib_metadata():

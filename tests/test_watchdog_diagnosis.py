@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grpo_compat.errors import GRPOSettingsError
-from grpo_compat.watchdog import Evidence, WatchdogSettings, diagnose
+from grpo_compat.core.errors import GRPOSettingsError
+from grpo_compat.fixes.watchdog import Evidence, WatchdogSettings, diagnose
 
 SETTINGS = WatchdogSettings()
 

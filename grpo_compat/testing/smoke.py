@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grpo_compat.versions import installed_versions  # metadata only: applies nothing, imports no torch
+from grpo_compat.core.versions import installed_versions  # metadata only: applies nothing, imports no torch
 
 RESULT_FIELDS = (
     "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "

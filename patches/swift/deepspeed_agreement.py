@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 
 @patch(
@@ -30,7 +30,7 @@ from grpo_compat.registry import patch
     expects=("self",),
 )
 def agree_with_deepspeed(wrapped: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
-    from grpo_compat.deepspeed_agreement import agree_with_trainer
+    from grpo_compat.fixes.deepspeed_config import agree_with_trainer
 
     result = wrapped(config, *args, **kwargs)
     agree_with_trainer(config)  # after: swift's __post_init__ ran TrainingArguments' and set its own defaults

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 
 @patch(
@@ -30,7 +30,7 @@ from grpo_compat.registry import patch
 )
 def check_grpo_arguments(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
     # Shared with the ms-swift plugin, which checks the arguments this wrapper is too late for.
-    from grpo_compat.check import refuse_impossible_swift_grpo
+    from grpo_compat.tools.preflight import refuse_impossible_swift_grpo
 
     refuse_impossible_swift_grpo(arguments)
     return wrapped(arguments, *args, **kwargs)

@@ -26,15 +26,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from grpo_compat.alignment import (
+from grpo_compat.core.registry import patch
+from grpo_compat.core.wrapping import bound_arguments
+from grpo_compat.fixes.alignment import (
     call_aligned,
     call_swift_sequence_parallel,
     clear_unpredictable,
     first_row_shortened,
     unpredictable_columns,
 )
-from grpo_compat.registry import patch
-from grpo_compat.wrapping import bound_arguments
 
 TRAINER = "swift.rlhf_trainers.grpo_trainer:GRPOTrainer"
 

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.alignment import (
+from grpo_compat.core.registry import patch
+from grpo_compat.fixes.alignment import (
     call_aligned,
     call_swift_sequence_parallel,
     clear_unpredictable,
     first_row_shortened,
     unpredictable_columns,
 )
-from grpo_compat.registry import patch
 
 TRAINER = "swift.trainers.rlhf_trainer.grpo_trainer:GRPOTrainer"
 

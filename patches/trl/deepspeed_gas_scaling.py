@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 _MISSING = object()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 
 def _has_num_generations_field(module: Any) -> str | None:
@@ -32,8 +32,8 @@ def _has_num_generations_field(module: Any) -> str | None:
 )
 def check_grpo_config(wrapped: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
     # Before upstream's own __post_init__: ours is the message the user sees, before any model loads.
-    from grpo_compat import validation
-    from grpo_compat.versions import installed_version
+    from grpo_compat.core.versions import installed_version
+    from grpo_compat.fixes import validation
 
     settings = validation.settings_from(
         config,

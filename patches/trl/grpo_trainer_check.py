@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.detectors import trl_grpo_trainer_init_present
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
+from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 
 @patch(
@@ -24,9 +24,9 @@ from grpo_compat.registry import patch
     detect=trl_grpo_trainer_init_present,
 )
 def check_before_model_loads(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-    from grpo_compat import validation
-    from grpo_compat.versions import installed_version
-    from grpo_compat.wrapping import bound_arguments
+    from grpo_compat.core.versions import installed_version
+    from grpo_compat.core.wrapping import bound_arguments
+    from grpo_compat.fixes import validation
 
     config = bound_arguments(wrapped, trainer, *args, **kwargs).get("args")
     if config is not None and hasattr(config, "num_generations"):

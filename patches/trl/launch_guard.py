@@ -21,9 +21,9 @@ import os
 import sys
 from typing import Any
 
-from grpo_compat.detectors import trl_grpo_trainer_init_present
-from grpo_compat.errors import LaunchError
-from grpo_compat.registry import patch
+from grpo_compat.core.errors import LaunchError
+from grpo_compat.core.registry import patch
+from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 SINGLE_GPU_ENV = "GRPO_COMPAT_SINGLE_GPU"
 
@@ -93,7 +93,7 @@ def _single_gpu_opted_in() -> bool:
     detect=trl_grpo_trainer_init_present,
 )
 def guard_launch(wrapped: Any, *call_args: Any, **call_kwargs: Any) -> Any:
-    from grpo_compat.wrapping import bound_arguments  # inspect: only once trl is loaded
+    from grpo_compat.core.wrapping import bound_arguments  # inspect: only once trl is loaded
 
     bound = bound_arguments(wrapped, *call_args, **call_kwargs)
     if not bound:
@@ -104,7 +104,7 @@ def guard_launch(wrapped: Any, *call_args: Any, **call_kwargs: Any) -> Any:
     if n_gpu and not _placed_by_device_map(bound.get("model"), args):
         if not _single_gpu_opted_in():
             raise LaunchError(launch_message(name, n_gpu))
-        from grpo_compat.logs import log
+        from grpo_compat.core.logs import log
 
         args._n_gpu = 1  # what Trainer itself does for model-parallel models: no DataParallel
         log(

@@ -7,7 +7,7 @@ Symptom:   a GRPO run finishes without an error while the weights never change a
 Upstream:  docs/known_failures.md KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
 Affects:   every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
            SwiftMixin.train -> super().train()). Settings: GRPO_COMPAT_WATCHDOG=warn|stop|off and the
-           thresholds in grpo_compat/watchdog.py.
+           thresholds in grpo_compat/fixes/watchdog.py.
 Remove when: never by version: the watchdog catches configurations, not an upstream bug.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 # The callback's class name, so a second train() call (resume, or a notebook re-run) adds no second one.
 WATCHDOG_CLASS = "LearningWatchdog"
@@ -30,7 +30,7 @@ WATCHDOG_CLASS = "LearningWatchdog"
     expects=("self",),
 )
 def train_with_watchdog(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-    from grpo_compat.watchdog import WatchdogSettings
+    from grpo_compat.fixes.watchdog import WatchdogSettings
 
     settings = WatchdogSettings.from_env()
     handler = getattr(trainer, "callback_handler", None)
@@ -38,7 +38,7 @@ def train_with_watchdog(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -
     if settings.mode == "off" or handler is None or present:
         return wrapped(trainer, *args, **kwargs)
 
-    from grpo_compat.watchdog_callback import build_callback
+    from grpo_compat.fixes.watchdog_callback import build_callback
 
     watchdog = build_callback(settings)
     trainer.add_callback(watchdog)

@@ -11,7 +11,7 @@ Affects:   trl 0.17-1.13 (GRPOTrainer._get_last_hidden_state + compute_liger_los
            `_chunked_logps`, 1.15+ in the fused lm-head forward: other code, not wrapped here.
 Remove when: the oldest supported trl is >= 1.14.
 
-The shape decision is grpo_compat.shapes.projection_input (shared with unsloth.lm-head-guard):
+The shape decision is grpo_compat.fixes.shapes.projection_input (shared with unsloth.lm-head-guard):
 - last dim H (hidden): the very tensor upstream returned goes on to Liger, untouched.
 - last dim V (logits): Liger cannot take logits, so this call's loss is TRL's own non-Liger
   `_compute_loss` on the same model and inputs, which is what `use_liger_*=False` computes. It runs
@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 PATCH_ID = "trl.liger-lm-head-guard"
 WHERE = "GRPOTrainer._get_last_hidden_state (TRL's Liger GRPO loss)"
@@ -49,8 +49,8 @@ def _head_weight(trainer: Any, model: Any) -> Any:
 
 
 def _checked_hidden_state(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-    from grpo_compat.errors import LMHeadShapeError
-    from grpo_compat.shapes import LOGITS, lm_head_shape, logits_message, projection_input
+    from grpo_compat.core.errors import LMHeadShapeError
+    from grpo_compat.fixes.shapes import LOGITS, lm_head_shape, logits_message, projection_input
 
     hidden = wrapped(trainer, *args, **kwargs)
     head = lm_head_shape(_head_weight(trainer, _model_argument(args, kwargs)))
@@ -71,8 +71,8 @@ def _liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: An
         pass  # handled below, outside the except block: no chained traceback if the fallback fails
     finally:
         _REROUTABLE.reset(token)
-    from grpo_compat.logs import log
-    from grpo_compat.wrapping import bound_arguments
+    from grpo_compat.core.logs import log
+    from grpo_compat.core.wrapping import bound_arguments
 
     bound = bound_arguments(wrapped, trainer, *args, **kwargs)
     if not getattr(trainer, _WARNED, False):

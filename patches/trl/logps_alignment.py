@@ -22,9 +22,9 @@ import copy
 from contextvars import ContextVar
 from typing import Any
 
-from grpo_compat.alignment import call_aligned, clear_unpredictable, unpredictable_columns
-from grpo_compat.registry import patch
-from grpo_compat.wrapping import bound_arguments, call_with
+from grpo_compat.core.registry import patch
+from grpo_compat.core.wrapping import bound_arguments, call_with
+from grpo_compat.fixes.alignment import call_aligned, clear_unpredictable, unpredictable_columns
 
 # compute_loss's completion mask before its unpredictable columns were cleared. TRL builds the
 # attention mask from the same tensor; the cleared token must stay visible as context, as it was

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.alignment import KeepLastLogits
-from grpo_compat.registry import patch
-from grpo_compat.wrapping import bound_arguments, call_with
+from grpo_compat.core.registry import patch
+from grpo_compat.core.wrapping import bound_arguments, call_with
+from grpo_compat.fixes.alignment import KeepLastLogits
 
 # trl 0.19.0 removed the trim (commit b9572737); 0.20.0 restored it behind its model_kwarg_keys check.
 TRIM_MISSING = "trl>=0.19.0,<0.20"

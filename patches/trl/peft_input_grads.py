@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.detectors import trl_grpo_trainer_init_present
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
+from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 
 def needs_input_grads(model: Any, args: Any) -> bool:

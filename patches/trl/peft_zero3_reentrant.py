@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.detectors import trl_grpo_trainer_init_present
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
+from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 
 def deepspeed_recomputes_frozen_params() -> bool:
@@ -58,14 +58,14 @@ def must_reenter(model: Any, args: Any, peft_config: Any) -> bool:
     detect=trl_grpo_trainer_init_present,
 )
 def reentrant_checkpointing(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-    from grpo_compat.wrapping import bound_arguments
+    from grpo_compat.core.wrapping import bound_arguments
 
     bound = bound_arguments(wrapped, trainer, *args, **kwargs)
     config = bound.get("args")
     if must_reenter(bound.get("model"), config, bound.get("peft_config")):
         asked = dict(config.gradient_checkpointing_kwargs or {})
         if asked.get("use_reentrant") is False:
-            from grpo_compat.logs import log
+            from grpo_compat.core.logs import log
 
             log(
                 "warning",

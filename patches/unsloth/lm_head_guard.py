@@ -14,7 +14,7 @@ What runs is not unsloth_zoo.rl_replacements: Unsloth copies those functions as 
 generated module, unsloth_compiled_cache/UnslothGRPOTrainer.py, whose trainer calls its own copies by
 global name. So the guard wraps the copies in that module: when zoo's create_new_function generates it
 (apply() before `import unsloth`), or, if it was generated before apply(), through the optional
-targets below. Shapes are decided by grpo_compat.shapes.projection_input (shared with the TRL guard):
+targets below. Shapes are decided by grpo_compat.fixes.shapes.projection_input (shared with the TRL guard):
 - `chunked_hidden_states_selective_log_softmax` (zoo 2026.1.2+: every log-prob of the text path):
   hidden states go to it untouched; logits go to the module's own `chunked_selective_log_softmax`,
   as zoo 2026.5.4 does (scaling and softcapping were applied by the model's forward).
@@ -32,26 +32,26 @@ import functools
 import sys
 from typing import Any
 
-from grpo_compat.registry import patch
+from grpo_compat.core.registry import patch
 
 PATCH_ID = "unsloth.lm-head-guard"
 GENERATED = "UnslothGRPOTrainer"  # zoo imports it by this name, or as unsloth_cache_<name> / <cache dir>.<name>
 PROJECTION = "chunked_hidden_states_selective_log_softmax"
 LOGITS_PATH = "chunked_selective_log_softmax"
 FIX = "Upgrade unsloth (its forwards honour UNSLOTH_RETURN_HIDDEN_STATES since PR #1900) and unsloth-zoo>=2026.5.4"
-_MARK = "__grpo_compat_patch__"  # the marker grpo_compat.wrapping puts on its own wrappers
+_MARK = "__grpo_compat_patch__"  # the marker grpo_compat.core.wrapping puts on its own wrappers
 
 
 def _head(lm_head: Any) -> tuple[int, int] | None:
-    from grpo_compat.shapes import lm_head_shape
+    from grpo_compat.fixes.shapes import lm_head_shape
 
     return lm_head_shape(lm_head)
 
 
 def guarded_projection(wrapped: Any, hidden_states: Any, lm_head: Any, index: Any, *args: Any, **kwargs: Any) -> Any:
     """``wrapped(hidden_states, lm_head, index, ...)``, or the log-probs of ``hidden_states`` if they are logits."""
-    from grpo_compat.errors import LMHeadShapeError
-    from grpo_compat.shapes import HIDDEN, logits_message, projection_input
+    from grpo_compat.core.errors import LMHeadShapeError
+    from grpo_compat.fixes.shapes import HIDDEN, logits_message, projection_input
 
     head = _head(lm_head)
     where = f"Unsloth GRPO {PROJECTION}"
@@ -74,8 +74,8 @@ def guarded_grpo_forward(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
     """``UnslothEfficientGRPO.forward``: its hidden-state arguments must be hidden states."""
     import inspect
 
-    from grpo_compat.errors import LMHeadShapeError
-    from grpo_compat.shapes import LOGITS, logits_message, projection_input
+    from grpo_compat.core.errors import LMHeadShapeError
+    from grpo_compat.fixes.shapes import LOGITS, logits_message, projection_input
 
     try:
         arguments = inspect.signature(wrapped).bind(*args, **kwargs).arguments

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_compat.errors import GRPOSettingsError
+from grpo_compat.core.errors import GRPOSettingsError
 
 MODES = ("warn", "stop", "off")
 

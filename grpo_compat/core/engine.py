@@ -1,7 +1,7 @@
 """The engine: decides which patches apply here, waits for their targets, applies and reverts them.
 
 Kept cheap on the ``apply()`` path: ``wrapping`` (which needs ``inspect``) and ``logging`` (through
-``grpo_compat.logs``) are imported only once a target module is imported, i.e. when trl or swift has
+``grpo_compat.core.logs``) are imported only once a target module is imported, i.e. when trl or swift has
 already paid for them.
 """
 
@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-from grpo_compat import import_hooks
-from grpo_compat.errors import PatchFailedError, UnknownPatchError
-from grpo_compat.logs import log
-from grpo_compat.registry import Patch, registered_patches
-from grpo_compat.report import PatchReport, Report, Status
-from grpo_compat.versions import installed_versions, window_problem
+from grpo_compat.core import import_hooks
+from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
+from grpo_compat.core.logs import log
+from grpo_compat.core.registry import Patch, registered_patches
+from grpo_compat.core.report import PatchReport, Report, Status
+from grpo_compat.core.versions import installed_versions, window_problem
 
 DISABLE_ENV = "GRPO_COMPAT_DISABLE"
 # Statuses that mean "this install is not what the patch was written for"; strict=True refuses them.
@@ -181,7 +181,7 @@ class Engine:
             _raise_on_strict_failures([state])
 
     def _apply_targets_in(self, state: _PatchState, module: ModuleType) -> None:
-        from grpo_compat import wrapping
+        from grpo_compat.core import wrapping
 
         patch = state.patch
         resolved = []

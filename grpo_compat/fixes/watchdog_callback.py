@@ -1,4 +1,4 @@
-"""The watchdog as a transformers TrainerCallback: collects the evidence that grpo_compat.watchdog judges.
+"""The watchdog as a transformers TrainerCallback: collects the evidence that grpo_compat.fixes.watchdog judges.
 
 Imported only by the patch that installs it, when transformers is already loaded.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.errors import TrainingStalledError
-from grpo_compat.watchdog import Evidence, WatchdogSettings, diagnose
+from grpo_compat.core.errors import TrainingStalledError
+from grpo_compat.fixes.watchdog import Evidence, WatchdogSettings, diagnose
 
 # Logged keys, across TRL and ms-swift versions, that say "no group had any reward spread".
 ZERO_SPREAD_FRACTION_KEYS = ("frac_reward_zero_std",)
@@ -85,7 +85,7 @@ def build_callback(settings: WatchdogSettings) -> Any:
     from transformers import TrainerCallback
 
     class LearningWatchdog(TrainerCallback):
-        """grpo_compat's learning watchdog (see grpo_compat.watchdog)."""
+        """grpo_compat's learning watchdog (see grpo_compat.fixes.watchdog)."""
 
         def __init__(self) -> None:
             self.settings = settings
@@ -158,7 +158,7 @@ def build_callback(settings: WatchdogSettings) -> Any:
             self.finding = finding  # once: later evidence does not repeat the message
             if self.settings.mode == "stop":
                 raise TrainingStalledError(finding.message())
-            from grpo_compat.logs import log
+            from grpo_compat.core.logs import log
 
             log("warning", "%s", finding.message())
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from grpo_compat.registry import Patch, Target
+from grpo_compat.core.registry import Patch, Target
 
 MISSING: Any = object()
 PATCH_ID_ATTRIBUTE = "__grpo_compat_patch__"

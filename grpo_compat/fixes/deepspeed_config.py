@@ -222,7 +222,7 @@ def agree_with_trainer(args: Any) -> Agreement | None:
     batch = trainer_batch(args)
     agreement = batch_agreement(found.values, batch)
     if agreement.contradictions or agreement.unsized:
-        from grpo_compat.errors import GRPOSettingsError
+        from grpo_compat.core.errors import GRPOSettingsError
 
         message = refusal(agreement, batch, found) if agreement.contradictions else unsized_refusal(batch, found)
         raise GRPOSettingsError(message)
@@ -230,7 +230,7 @@ def agree_with_trainer(args: Any) -> Agreement | None:
         steps = live[ACCUMULATION] = agreement.fills[ACCUMULATION]
         if getattr(args, "deepspeed_plugin", None) is not None:
             args.deepspeed_plugin.gradient_accumulation_steps = steps
-        from grpo_compat.logs import log
+        from grpo_compat.core.logs import log
 
         log(
             "info",

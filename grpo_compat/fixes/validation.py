@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
-from grpo_compat.versions import release
+from grpo_compat.core.versions import release
 
 Value = object  # settings arrive from YAML, CLI strings, dataclasses: anything
 
@@ -388,8 +388,8 @@ def eval_is_enabled(strategy: object) -> bool:
 
 def refuse_unless_valid(settings: GRPOSettings, rules: Rules) -> None:
     """Raise GRPOSettingsError naming every broken rule and a fix; log warnings (rank 0)."""
-    from grpo_compat.errors import GRPOSettingsError
-    from grpo_compat.logs import log
+    from grpo_compat.core.errors import GRPOSettingsError
+    from grpo_compat.core.logs import log
 
     findings = validate(settings, rules)
     errors = [f for f in findings if f.severity == "error"]

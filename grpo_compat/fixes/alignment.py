@@ -144,7 +144,7 @@ def call_swift_sequence_parallel(
     length, and ring attention (rp > 1) exists only padding-free. The padding is swift's own
     (``sequence_parallel.pad`` of one row of ids: no vocabulary-sized tensor).
     """
-    from grpo_compat.wrapping import bound_arguments, call_with
+    from grpo_compat.core.wrapping import bound_arguments, call_with
 
     call = bound_arguments(wrapped, *args, **kwargs)
     input_ids, keep = call.get("input_ids"), call.get("logits_to_keep")

@@ -12,7 +12,8 @@ import os
 import weakref
 from pathlib import Path
 
-from grpo_compat.validation import (
+from grpo_compat.core.versions import installed_version, release
+from grpo_compat.fixes.validation import (
     GRPOSettings,
     Rules,
     eval_is_enabled,
@@ -22,12 +23,11 @@ from grpo_compat.validation import (
     rules_for,
     settings_from,
 )
-from grpo_compat.versions import installed_version, release
 
 DEEPSPEED_STAGES = {"zero0": 0, "zero1": 1, "zero2": 2, "zero2_offload": 2, "zero3": 3, "zero3_offload": 3}
 
 
-class CheckInputError(ValueError):
+class PreflightInputError(ValueError):
     """The file or arguments cannot be read; the message says why."""
 
 
@@ -36,23 +36,23 @@ def load_config_file(path: Path) -> dict:
     try:
         text = path.read_text()
     except OSError as error:
-        raise CheckInputError(f"cannot read {path}: {error.strerror}") from None
+        raise PreflightInputError(f"cannot read {path}: {error.strerror}") from None
     if path.suffix == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise CheckInputError(f"{path} is not valid JSON: {error}") from None
+            raise PreflightInputError(f"{path} is not valid JSON: {error}") from None
     else:
         try:
             import yaml
         except ModuleNotFoundError:
-            raise CheckInputError("reading YAML needs PyYAML: pip install pyyaml (or pass a .json file)") from None
+            raise PreflightInputError("reading YAML needs PyYAML: pip install pyyaml (or pass a .json file)") from None
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as error:
-            raise CheckInputError(f"{path} is not valid YAML: {error}") from None
+            raise PreflightInputError(f"{path} is not valid YAML: {error}") from None
     if not isinstance(data, dict):
-        raise CheckInputError(f"{path} must hold a mapping of GRPOConfig fields, got {type(data).__name__}")
+        raise PreflightInputError(f"{path} must hold a mapping of GRPOConfig fields, got {type(data).__name__}")
     return data
 
 
@@ -65,7 +65,7 @@ def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
             key = token[2:].replace("-", "_")
             parsed[key] = True
         elif key is None:
-            raise CheckInputError(f"unexpected {token!r}: swift arguments look like --name value")
+            raise PreflightInputError(f"unexpected {token!r}: swift arguments look like --name value")
         else:
             value: object = int(token) if token.lstrip("-").isdigit() else token
             parsed[key] = (
@@ -154,5 +154,5 @@ def rules_here(trl_version: str | None, swift_version: str | None) -> Rules:
 def swift_version_here(requested: str | None) -> str:
     version = requested or installed_version("ms-swift")
     if not version:
-        raise CheckInputError("ms-swift is not installed here: pass --swift-version X.Y.Z to check for that version")
+        raise PreflightInputError("ms-swift is not installed here: pass --swift-version X.Y.Z to check for it")
     return version

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grpo_compat.errors import LMHeadShapeError
+from grpo_compat.core.errors import LMHeadShapeError
 
 HIDDEN = "hidden"
 LOGITS = "logits"

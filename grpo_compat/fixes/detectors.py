@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from grpo_compat.import_hooks import still_loading
+from grpo_compat.core.import_hooks import still_loading
 
 # ms-swift's GRPO trainer modules (4.x, 3.x): both delete trl's GRPOTrainer.__init__ right after importing it.
 SWIFT_GRPO_TRAINER_MODULES = ("swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer")

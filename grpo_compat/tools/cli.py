@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from grpo_compat.doctor import diagnose, format_diagnosis
+    from grpo_compat.tools.doctor import diagnose, format_diagnosis
 
     diagnosis = diagnose()
     print(json.dumps(diagnosis, indent=2) if args.json else format_diagnosis(diagnosis))
@@ -17,21 +17,24 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from grpo_compat import check
-    from grpo_compat.validation import describe, validate
+    from grpo_compat.fixes.validation import describe, validate
+    from grpo_compat.tools import preflight
 
     try:
-        world_size = check.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
+        world_size = preflight.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
         if args.swift:
-            swift_version = check.swift_version_here(args.swift_version)
-            settings = check.swift_settings(check.parse_swift_arguments(args.arguments), world_size, swift_version)
+            swift_version = preflight.swift_version_here(args.swift_version)
+            swift_arguments = preflight.parse_swift_arguments(args.arguments)
+            settings = preflight.swift_settings(swift_arguments, world_size, swift_version)
         else:
             if len(args.arguments) != 1:
-                raise check.CheckInputError("give one TRL config file (YAML or JSON), or --swift -- <swift arguments>")
-            settings = check.trl_settings(check.load_config_file(Path(args.arguments[0])), world_size)
+                raise preflight.PreflightInputError(
+                    "give one TRL config file (YAML or JSON), or --swift -- <swift arguments>"
+                )
+            settings = preflight.trl_settings(preflight.load_config_file(Path(args.arguments[0])), world_size)
             swift_version = None
-        rules = check.rules_here(args.trl_version, swift_version)
-    except check.CheckInputError as error:
+        rules = preflight.rules_here(args.trl_version, swift_version)
+    except preflight.PreflightInputError as error:
         print(f"grpo-compat check: {error}", file=sys.stderr)
         return 2
     findings = validate(settings, rules)

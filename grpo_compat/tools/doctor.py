@@ -13,7 +13,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from grpo_compat.versions import TRACKED_DISTRIBUTIONS, installed_version, release
+from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_version, release
 
 ERROR, WARNING = "error", "warning"
 
@@ -119,7 +119,7 @@ def environment_versions() -> dict[str, str | None]:
 
 def diagnose() -> dict:
     """Everything ``grpo-compat doctor`` shows, as one JSON-serialisable dict."""
-    from grpo_compat.engine import Engine
+    from grpo_compat.core.engine import Engine
 
     versions = environment_versions()
     plan = Engine().plan()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from grpo_compat.versions import distribution_of, parse_window
+from grpo_compat.core.versions import distribution_of, parse_window
 
 # wrapper(wrapped, *args, **kwargs): runs instead of the target and decides whether to call it.
 Wrapper = Callable[..., Any]

@@ -30,7 +30,7 @@ class LaunchError(GRPOCompatError, RuntimeError):
 
 
 class TrainingStalledError(GRPOCompatError, RuntimeError):
-    """The learning watchdog, in ``stop`` mode, found a run that does not learn (see grpo_compat.watchdog)."""
+    """The learning watchdog, in ``stop`` mode, found a run that does not learn (see grpo_compat.fixes.watchdog)."""
 
 
 class LMHeadShapeError(GRPOCompatError, RuntimeError):
