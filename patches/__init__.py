@@ -1,1 +1,19 @@
 """The patches, one module per fix, grouped by upstream library. Ships as ``grpo_compat.patches``."""
+
+# Where patches wrap the same function, the one listed first is the outermost wrapper: it runs first
+# and sees upstream's result last. Refusals come first (nothing else runs for a launch or settings that
+# cannot train), then changes to the arguments, then fixes of what upstream built or computed.
+# Every patch that shares a target with another is listed (tests/test_patches.py checks it).
+WRAPPING_ORDER = (
+    # GRPOTrainer.__init__
+    "trl.launch-guard",
+    "trl.grpo-trainer-check",
+    "trl.peft-zero3-reentrant",  # sets gradient_checkpointing_kwargs before upstream reads them
+    "trl.peft-input-grads",  # hooks the embeddings of the model upstream has just wrapped
+    # GRPOConfig.__post_init__
+    "trl.grpo-config-check",
+    "trl.deepspeed-agreement",  # fills the DeepSpeed config TrainingArguments.__post_init__ has just built
+    # GRPOTrainer._get_per_token_logps (trl 0.19)
+    "trl.logps-trim-logits",  # hands the model a logits trimmer
+    "trl.logps-alignment",  # aligns the call it makes
+)

@@ -105,5 +105,5 @@ def add_one(wrapped, *args, **kwargs):
 
 def make_patch(module: str, *qualnames: str, patch_id: str = "test.add-one", **options) -> Patch:
     """A patch adding 1 to what each target returns."""
-    targets = tuple(Target.parse(f"{module}:{q}") for q in qualnames)
-    return Patch(patch_id, options.pop("requires", ("packaging>=20",)), targets, add_one, **options)
+    targets = tuple(Target.parse(f"{module}:{q}", add_one) for q in qualnames)
+    return Patch(patch_id, options.pop("requires", ("packaging>=20",)), targets, **options)

@@ -101,7 +101,8 @@ def alignment(model_dir: str) -> dict:
         returned.append(original(*args, **kwargs))
         return returned[-1]
 
-    wrapper = patch_named("trl.logps-alignment").wrapper
+    from grpo_compat.patches.trl.logps_alignment import aligned_log_probs as wrapper
+
     with torch.no_grad():
         result = wrapper(recording, trainer, model, ids, mask, LENGTH - 1)
     seen["aligned call forwarded as is"] = (

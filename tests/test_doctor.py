@@ -33,7 +33,9 @@ def test_doctor_json_lists_versions_patches_and_exits_zero_here():
     assert diagnosis["ok"] is True
     assert set(diagnosis["versions"]) >= {"torch", "transformers", "trl", "ms-swift", "accelerate", "deepspeed", "peft"}
     patch = {p["id"]: p for p in diagnosis["patches"]}["trl.grpo-config-check"]
-    assert patch["status"] == "pending" and patch["requires"] == ["trl>=0.14"]
+    assert patch["status"] == "pending"
+    assert patch["reason"] == "applies when trl.trainer.grpo_config is imported"
+    assert diagnosis["wrapping_order"]["trl.trainer.grpo_trainer:GRPOTrainer.__init__"][0] == "trl.launch-guard"
 
 
 def test_doctor_imports_neither_torch_nor_any_upstream_library():
@@ -51,4 +53,5 @@ def test_doctor_text_output_shows_each_patch_with_its_window():
     result = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "trl.grpo-config-check" in result.stdout
-    assert "window: trl>=0.14" in result.stdout
+    assert "window: trl>=" in result.stdout
+    assert "wrapping order of trl.trainer.grpo_config:GRPOConfig.__post_init__: trl.grpo-config-check > " in result.stdout

@@ -9,6 +9,7 @@ import pytest
 
 from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
+from grpo_compat.core.registry import Patch, Target
 from grpo_compat.core.report import Status
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
 from tests.helpers import make_patch, run_python
@@ -200,3 +201,27 @@ def test_report_is_logged_once_and_only_on_rank_zero(rank, expected_reports):
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("grpo_compat report (active)") == expected_reports
+
+
+@pytest.mark.parametrize("imports_first", [False, True], ids=["apply-then-import", "import-then-apply"])
+def test_the_first_patch_of_the_declared_order_is_the_outermost_wrapper(upstream, imports_first):
+    module_name = upstream("impl", SOURCE)
+    if imports_first:
+        importlib.import_module(module_name)
+    calls = []
+
+    def recording(label):
+        def wrapper(wrapped, *args, **kwargs):
+            calls.append(label)
+            return wrapped(*args, **kwargs)
+
+        return wrapper
+
+    patches = [Patch(i, ("packaging>=20",), (Target.parse(f"{module_name}:double", recording(i)),)) for i in "abc"]
+    engine = Engine(patches, order=("c", "a", "b"))
+    engine.apply()
+    assert importlib.import_module(module_name).double(3) == 6
+    assert calls == ["c", "a", "b"]
+    assert engine.report().wrapping_order == {f"{module_name}:double": ["c", "a", "b"]}
+    assert "wrapping order of" in str(engine.report())
+    engine.revert()

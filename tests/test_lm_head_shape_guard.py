@@ -135,7 +135,7 @@ def generated(monkeypatch):
             return module
 
         # What unsloth.lm-head-guard does when zoo's create_new_function generates the trainer module.
-        assert unsloth_guard.guard_lm_head_input(create_new_function, "UnslothGRPOTrainer", "", "", []) is module
+        assert unsloth_guard.guard_new_trainer_module(create_new_function, "UnslothGRPOTrainer", "", "", []) is module
         return module
 
     return make

@@ -6,6 +6,7 @@ is visible in this process; the round trip asserts the behaviour, not the attrib
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -234,3 +235,51 @@ def test_patch_docstrings_name_an_upstream_issue_or_report():
     for patch in PATCHES:
         upstream = re.search(r"Upstream:(.*?)\n\S", patch.doc + "\nX", re.S).group(1)
         assert re.search(r"#\d+|KF-\d", upstream), f"{patch.id}: name the upstream issue in 'Upstream:'"
+
+
+def test_every_patch_sharing_a_target_with_another_has_a_declared_place_in_the_wrapping_order():
+    from grpo_compat.core.registry import wrapping_order
+
+    order = wrapping_order()
+    wrappers: dict[str, list[str]] = {}
+    for patch in PATCHES:
+        for target in patch.targets:
+            wrappers.setdefault(f"{target.module}:{target.qualname}", []).append(patch.id)
+    shared = {patch_id for ids in wrappers.values() if len(ids) > 1 for patch_id in ids}
+    assert shared - set(order) == set(), "patches sharing a target must be placed in patches/__init__.py"
+    assert set(order) <= {patch.id for patch in PATCHES}
+
+
+@pytest.mark.parametrize("imports_first", [False, True], ids=["apply-then-import", "import-then-apply"])
+def test_the_wrappers_on_a_shared_target_run_in_the_declared_order(imports_first):
+    # Walks the live wrapper chain of trl's GRPOConfig.__post_init__ and GRPOTrainer.__init__ from the outside in.
+    result = run_python(
+        f"""
+        import json, grpo_compat
+        if {imports_first}:
+            import trl.trainer.grpo_config, trl.trainer.grpo_trainer
+        report = grpo_compat.apply()
+        import trl.trainer.grpo_config, trl.trainer.grpo_trainer
+        from grpo_compat.core.wrapping import PATCH_ID_ATTRIBUTE
+        chains = {{}}
+        for name, owner, attribute in (
+            ("trl.trainer.grpo_config:GRPOConfig.__post_init__", trl.trainer.grpo_config.GRPOConfig, "__post_init__"),
+            ("trl.trainer.grpo_trainer:GRPOTrainer.__init__", trl.trainer.grpo_trainer.GRPOTrainer, "__init__"),
+        ):
+            function, chain = vars(owner)[attribute], []
+            while hasattr(function, PATCH_ID_ATTRIBUTE):
+                chain.append(getattr(function, PATCH_ID_ATTRIBUTE))
+                function = function.__wrapped__
+            chains[name] = chain
+        print(json.dumps({{"live": chains, "reported": grpo_compat.report().wrapping_order}}))
+        """,
+        env={"GRPO_COMPAT_LOG_LEVEL": "error"},
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["live"] == seen["reported"]
+    assert seen["live"]["trl.trainer.grpo_trainer:GRPOTrainer.__init__"][0] == "trl.launch-guard"
+    assert seen["live"]["trl.trainer.grpo_config:GRPOConfig.__post_init__"] == [
+        "trl.grpo-config-check",
+        "trl.deepspeed-agreement",
+    ]

@@ -15,7 +15,7 @@ from typing import Any
 from grpo_compat.core import import_hooks
 from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
 from grpo_compat.core.logs import log
-from grpo_compat.core.registry import Patch, registered_patches
+from grpo_compat.core.registry import Patch, registered_patches, wrapping_order
 from grpo_compat.core.report import PatchReport, Report, Status
 from grpo_compat.core.versions import installed_versions, window_problem
 
@@ -58,8 +58,11 @@ def _qualified_name(owner: Any) -> str:
 
 
 class Engine:
-    def __init__(self, patches: Iterable[Patch] | None = None) -> None:
+    def __init__(self, patches: Iterable[Patch] | None = None, order: Iterable[str] | None = None) -> None:
+        """``patches`` (default: every registered one); ``order``: ids of patches sharing a target,
+        outermost wrapper first (default: the registered ``WRAPPING_ORDER``; with given patches, none)."""
         self._given_patches = list(patches) if patches is not None else None
+        self._given_order = tuple(order) if order is not None else None
         self._states: list[_PatchState] = []
         self._applied_order: list[_PatchState] = []
         self._active = False
@@ -71,6 +74,12 @@ class Engine:
     @property
     def patches(self) -> list[Patch]:
         return self._given_patches if self._given_patches is not None else registered_patches()
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        if self._given_order is not None:
+            return self._given_order
+        return wrapping_order() if self._given_patches is None else ()
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -84,7 +93,9 @@ class Engine:
         selection = _Selection(patches, only, skip)
         self._states = [self._initial_state(patch, selection) for patch in patches]
         self._active, self._strict = True, strict
-        for state in self._states:
+        # The innermost wrapper is installed first: the last of the declared order, then back to the first.
+        position = {patch_id: index for index, patch_id in enumerate(self.order)}
+        for state in sorted(self._states, key=lambda s: -position.get(s.patch.id, -1)):
             if state.status is Status.PENDING:
                 self._wait_for_targets(state)
         self._watch_report_modules()  # after the patches' hooks: a module's patches apply before its report
@@ -127,7 +138,7 @@ class Engine:
                 _PatchState(p, Status.INACTIVE, "grpo_compat.apply() has not been called").to_report()
                 for p in self.patches
             ]
-        return Report(self._active, installed_versions(), patches)
+        return Report(self._active, installed_versions(), patches, self.order)
 
     def plan(self, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> Report:
         """What apply() would do in this install, without importing or patching anything."""
@@ -139,7 +150,7 @@ class Engine:
                 modules = state.patch.modules
                 verb = "are" if len(modules) > 1 else "is"
                 state.reason = f"applies when {' and '.join(modules)} {verb} imported"
-        return Report(self._active, installed_versions(), [state.to_report() for state in states])
+        return Report(self._active, installed_versions(), [state.to_report() for state in states], self.order)
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -204,7 +215,7 @@ class Engine:
             if wrapping.is_wrapped_by(raw, patch.id):  # by another Engine, which also owns its revert
                 state.wrapped.append(f"{target.module}:{target.qualname} (already wrapped)")
             else:
-                state.replacements += wrapping.wrap(owner, name, raw, patch)
+                state.replacements += wrapping.wrap(owner, name, raw, target.wrapper, patch.id, patch.rebind_in)
                 state.wrapped.append(f"{target.module}:{target.qualname}")
         if state.replacements and state not in self._applied_order:
             self._applied_order.append(state)

@@ -1,7 +1,8 @@
 """The patch declaration and the registry of every patch grpo_compat ships.
 
-A patch module under ``patches/<upstream library>/`` declares its fix with :func:`patch`; its module
-docstring is the patch's record (symptom, upstream issue, affected versions, when to delete it).
+A patch module under ``patches/<upstream library>/`` declares its fix with :func:`patch` (one wrapper
+for its targets) or :func:`patch_each` (a wrapper per target); its module docstring is the patch's
+record (symptom, upstream issue, affected versions, when to delete it).
 Plain classes rather than dataclasses: this module is on the import path of ``apply()``, which
 must stay within a few milliseconds.
 """
@@ -23,19 +24,19 @@ Detector = Callable[[Any], "str | None"]
 
 
 class Target:
-    """One attribute to wrap: ``"package.module:Qualified.name"``; a trailing ``?`` marks it optional."""
+    """One attribute to wrap, ``"package.module:Qualified.name"`` (a trailing ``?``: optional), and its wrapper."""
 
-    __slots__ = ("module", "optional", "qualname")
+    __slots__ = ("module", "optional", "qualname", "wrapper")
 
-    def __init__(self, module: str, qualname: str, optional: bool = False) -> None:
-        self.module, self.qualname, self.optional = module, qualname, optional
+    def __init__(self, module: str, qualname: str, wrapper: Wrapper, optional: bool = False) -> None:
+        self.module, self.qualname, self.wrapper, self.optional = module, qualname, wrapper, optional
 
     @classmethod
-    def parse(cls, spec: str) -> Target:
+    def parse(cls, spec: str, wrapper: Wrapper) -> Target:
         module, sep, qualname = spec.rstrip("?").partition(":")
         if not sep or not module or not qualname:
             raise ValueError(f"target {spec!r} is not of the form 'package.module:Qualified.name'")
-        return cls(module, qualname, spec.endswith("?"))
+        return cls(module, qualname, wrapper, spec.endswith("?"))
 
     def __str__(self) -> str:
         return f"{self.module}:{self.qualname}{'?' if self.optional else ''}"
@@ -44,14 +45,13 @@ class Target:
 
 
 class Patch:
-    """A declared fix: where it applies (version window, targets) and the wrapper that does it."""
+    """A declared fix: where it applies (version window) and what it wraps (targets, each with its wrapper)."""
 
     def __init__(
         self,
         id: str,  # noqa: A002 - "id" is the word every patch author expects here
         requires: tuple[str, ...],
         targets: tuple[Target, ...],
-        wrapper: Wrapper,
         expects: tuple[str, ...] = (),
         detect: Detector | None = None,
         rebind_in: tuple[str, ...] = (),
@@ -63,7 +63,6 @@ class Patch:
         self.distribution = distribution_of(targets[0].module)
         self.requires = requires
         self.targets = targets
-        self.wrapper = wrapper
         # Parameter names the target must still accept; otherwise upstream changed it and we stand back.
         self.expects = expects
         self.detect = detect
@@ -95,19 +94,46 @@ def patch(
     detect: Detector | None = None,
     rebind_in: tuple[str, ...] = (),
 ) -> Callable[[Wrapper], Wrapper]:
-    """Register the decorated ``wrapper(wrapped, *args, **kwargs)`` as patch ``id``."""
-    window = (requires,) if isinstance(requires, str) else tuple(requires)
-    parsed = tuple(Target.parse(t) for t in ([targets] if isinstance(targets, str) else targets))
+    """Register the decorated ``wrapper(wrapped, *args, **kwargs)`` as patch ``id``, for every target."""
+    specs = [targets] if isinstance(targets, str) else list(targets)
 
     def register(wrapper: Wrapper) -> Wrapper:
-        known = _REGISTRY.get(id)
-        if known is not None and known.wrapper.__module__ != wrapper.__module__:
-            raise ValueError(f"patch id {id!r} is declared twice ({known.wrapper.__module__}, {wrapper.__module__})")
-        module_doc = getattr(sys.modules.get(wrapper.__module__), "__doc__", None) or ""
-        _REGISTRY[id] = Patch(id, window, parsed, wrapper, expects, detect, rebind_in, module_doc)
+        patch_each(
+            id=id,
+            requires=requires,
+            wrappers={spec: wrapper for spec in specs},
+            expects=expects,
+            detect=detect,
+            rebind_in=rebind_in,
+        )
         return wrapper
 
     return register
+
+
+def patch_each(
+    *,
+    id: str,  # noqa: A002
+    requires: str | tuple[str, ...],
+    wrappers: dict[str, Wrapper],
+    expects: tuple[str, ...] = (),
+    detect: Detector | None = None,
+    rebind_in: tuple[str, ...] = (),
+) -> Patch:
+    """Register patch ``id`` with a wrapper per target: ``{"package.module:Qualified.name": wrapper}``.
+
+    For one fix in several parts that must never be applied apart; the first target's module is
+    the patch's home (its distribution, and the module ``detect`` is asked about).
+    """
+    window = (requires,) if isinstance(requires, str) else tuple(requires)
+    targets = tuple(Target.parse(spec, wrapper) for spec, wrapper in wrappers.items())
+    module = next(iter(wrappers.values())).__module__
+    known = _REGISTRY.get(id)
+    if known is not None and known.targets[0].wrapper.__module__ != module:
+        raise ValueError(f"patch id {id!r} is declared twice ({known.targets[0].wrapper.__module__}, {module})")
+    module_doc = getattr(sys.modules.get(module), "__doc__", None) or ""
+    _REGISTRY[id] = Patch(id, window, targets, expects, detect, rebind_in, module_doc)
+    return _REGISTRY[id]
 
 
 def registered_patches() -> list[Patch]:
@@ -124,6 +150,14 @@ def registered_patches() -> list[Patch]:
     for name in _module_names(package.__path__, package.__name__):
         importlib.import_module(name)
     return [_REGISTRY[key] for key in sorted(_REGISTRY)]
+
+
+def wrapping_order() -> tuple[str, ...]:
+    """Ids of the patches that share a target, outermost wrapper first (declared in ``grpo_compat.patches``)."""
+    registered_patches()
+    import grpo_compat.patches as package
+
+    return tuple(package.WRAPPING_ORDER)
 
 
 def _module_names(paths: list[str], prefix: str) -> list[str]:

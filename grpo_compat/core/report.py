@@ -43,11 +43,37 @@ class PatchReport:
         }
 
 
+# The patches whose wrappers are (or, before their module is imported, will be) in place.
+_WRAPPING = (Status.APPLIED, Status.PENDING)
+
+
 class Report:
     """Returned by ``apply()``, ``revert()`` and ``report()``; ``str()`` gives the table, ``to_dict()`` JSON."""
 
-    def __init__(self, active: bool, versions: dict[str, str | None], patches: list[PatchReport]) -> None:
+    def __init__(
+        self,
+        active: bool,
+        versions: dict[str, str | None],
+        patches: list[PatchReport],
+        order: tuple[str, ...] = (),
+    ) -> None:
         self.active, self.versions, self.patches = active, versions, patches
+        self._order = order
+
+    @property
+    def wrapping_order(self) -> dict[str, list[str]]:
+        """Target -> ids of the patches wrapping it, outermost first, where more than one does."""
+        position = {patch_id: index for index, patch_id in enumerate(self._order)}
+        wrappers: dict[str, list[str]] = {}
+        for patch in self.patches:
+            if patch.status in _WRAPPING:
+                for target in patch.targets:
+                    wrappers.setdefault(target.rstrip("?"), []).append(patch.id)
+        return {
+            target: sorted(ids, key=lambda i: position.get(i, len(position)))
+            for target, ids in wrappers.items()
+            if len(ids) > 1
+        }
 
     def status_of(self, patch_id: str) -> Status:
         return self[patch_id].status
@@ -59,7 +85,12 @@ class Report:
         raise KeyError(f"no patch {patch_id!r}; patches: {', '.join(p.id for p in self.patches)}")
 
     def to_dict(self) -> dict:
-        return {"active": self.active, "versions": dict(self.versions), "patches": [p.to_dict() for p in self.patches]}
+        return {
+            "active": self.active,
+            "versions": dict(self.versions),
+            "patches": [p.to_dict() for p in self.patches],
+            "wrapping_order": self.wrapping_order,
+        }
 
     def to_json(self) -> str:
         import json
@@ -72,6 +103,8 @@ class Report:
         width = max((len(p.id) for p in self.patches), default=0)
         for patch in self.patches:
             lines.append(f"  {patch.id:<{width}}  {patch.status.value:<22}  {patch.reason}")
+        for target, ids in self.wrapping_order.items():
+            lines.append(f"  wrapping order of {target}: {' > '.join(ids)} > upstream")
         return "\n".join(lines)
 
     __repr__ = __str__

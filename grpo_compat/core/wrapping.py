@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from grpo_compat.core.registry import Patch, Target
+from grpo_compat.core.registry import Target, Wrapper
 
 MISSING: Any = object()
 PATCH_ID_ATTRIBUTE = "__grpo_compat_patch__"
@@ -93,26 +93,31 @@ def is_wrapped_by(raw: Any, patch_id: str) -> bool:
     return getattr(underlying_function(raw), PATCH_ID_ATTRIBUTE, None) == patch_id
 
 
-def wrap(owner: Any, name: str, raw: Any, patch: Patch) -> list[Replacement]:
-    """Wrap ``owner.name`` with ``patch.wrapper``; also rebind by-name imports of a module function."""
+def wrap(
+    owner: Any, name: str, raw: Any, wrapper: Wrapper, patch_id: str, rebind_in: tuple[str, ...] = ()
+) -> list[Replacement]:
+    """Wrap ``owner.name`` with ``wrapper(wrapped, *args, **kwargs)``; also rebind by-name imports of a module function.
+
+    ``rebind_in``: top-level packages besides the function's own whose modules may hold such an import.
+    """
     function = underlying_function(raw)
 
     @functools.wraps(function)
     def patched(*args: Any, **kwargs: Any) -> Any:
-        return patch.wrapper(function, *args, **kwargs)
+        return wrapper(function, *args, **kwargs)
 
-    setattr(patched, PATCH_ID_ATTRIBUTE, patch.id)
+    setattr(patched, PATCH_ID_ATTRIBUTE, patch_id)
     new = type(raw)(patched) if isinstance(raw, staticmethod | classmethod) else patched
     done = [Replacement(owner, name, _own_attribute(owner, name), new)]
     setattr(owner, name, new)
     if isinstance(owner, ModuleType):
-        done += _rebind_imported_copies(owner, function, new, patch)
+        done += _rebind_imported_copies(owner, function, new, rebind_in)
     return done
 
 
-def _rebind_imported_copies(home: ModuleType, original: Any, new: Any, patch: Patch) -> list[Replacement]:
+def _rebind_imported_copies(home: ModuleType, original: Any, new: Any, rebind_in: tuple[str, ...]) -> list[Replacement]:
     """``from .utils import f`` leaves a second reference to f in the importing module: patch it too."""
-    prefixes = {home.__name__.split(".")[0], *patch.rebind_in}
+    prefixes = {home.__name__.split(".")[0], *rebind_in}
     done = []
     for module_name, module in list(sys.modules.items()):
         if module is home or module is None or module_name.split(".")[0] not in prefixes:

@@ -128,6 +128,7 @@ def diagnose() -> dict:
         "ok": not any(p.severity == ERROR for p in problems),
         "versions": {name: versions[name] for name in TRACKED_DISTRIBUTIONS},
         "patches": [patch.to_dict() for patch in plan.patches],
+        "wrapping_order": plan.wrapping_order,
         "problems": [problem.to_dict() for problem in problems],
     }
 
@@ -140,6 +141,8 @@ def format_diagnosis(diagnosis: dict) -> str:
     for patch in diagnosis["patches"]:
         lines.append(f"  {patch['id']:<{width}}  {patch['status']:<22}  {patch['reason']}")
         lines.append(f"  {'':<{width}}  window: {', '.join(patch['requires'])}")
+    for target, ids in diagnosis["wrapping_order"].items():
+        lines.append(f"  wrapping order of {target}: {' > '.join(ids)} > upstream")
     lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")

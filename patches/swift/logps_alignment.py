@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from grpo_compat.core.registry import patch
+from grpo_compat.core.registry import patch_each
 from grpo_compat.core.wrapping import bound_arguments
 from grpo_compat.fixes.alignment import (
     call_aligned,
@@ -39,24 +39,24 @@ from grpo_compat.fixes.alignment import (
 TRAINER = "swift.rlhf_trainers.grpo_trainer:GRPOTrainer"
 
 
-@patch(
-    id="swift.logps-alignment",
-    requires="ms-swift>=4.4",
-    targets=[
-        "swift.rlhf_trainers.utils:collate_to_grpo_micro_batch",
-        f"{TRAINER}._get_per_token_logps_and_entropies_single",
-        f"{TRAINER}._get_logps_via_sp",
-    ],
-)
-def align_swift_log_probs(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
-    call = bound_arguments(wrapped, *args, **kwargs)
-    if wrapped.__name__ == "collate_to_grpo_micro_batch":
-        return _without_unpredictable(wrapped(*args, **kwargs), call.get("template"))
-    if wrapped.__name__ == "_get_logps_via_sp" and "self" in call:
-        from swift.sequence_parallel import sequence_parallel
+def cleared_collate(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+    """``collate_to_grpo_micro_batch``: the completion mask without the columns no logit predicts."""
+    template = bound_arguments(wrapped, *args, **kwargs).get("template")
+    return _without_unpredictable(wrapped(*args, **kwargs), template)
 
-        padding_free = call["self"].template.padding_free
-        return call_swift_sequence_parallel(wrapped, args, kwargs, sequence_parallel, padding_free)
+
+def aligned_sequence_parallel_logps(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+    call = bound_arguments(wrapped, *args, **kwargs)
+    if "self" not in call:
+        return wrapped(*args, **kwargs)  # a bad call: upstream's own error says what is wrong
+    from swift.sequence_parallel import sequence_parallel
+
+    padding_free = call["self"].template.padding_free
+    return call_swift_sequence_parallel(wrapped, args, kwargs, sequence_parallel, padding_free)
+
+
+def aligned_logps(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+    call = bound_arguments(wrapped, *args, **kwargs)
     batch, model_inputs = call.get("grpo_batch"), call.get("model_inputs")
     length, keep = _length_and_keep(model_inputs, batch)
     missing = unpredictable_columns(length, keep)
@@ -100,3 +100,14 @@ def _without_unpredictable(collated: Any, template: Any) -> Any:
         first = batch.seq_lengths[0] if getattr(template, "padding_free", False) else None
         batch.completion_mask = clear_unpredictable(batch.completion_mask, missing, first)
     return collated
+
+
+patch_each(
+    id="swift.logps-alignment",
+    requires="ms-swift>=4.4",
+    wrappers={
+        "swift.rlhf_trainers.utils:collate_to_grpo_micro_batch": cleared_collate,
+        f"{TRAINER}._get_per_token_logps_and_entropies_single": aligned_logps,
+        f"{TRAINER}._get_logps_via_sp": aligned_sequence_parallel_logps,
+    },
+)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpo_compat.core.registry import patch
+from grpo_compat.core.registry import patch_each
 from grpo_compat.fixes.alignment import (
     call_aligned,
     call_swift_sequence_parallel,
@@ -39,30 +39,28 @@ from grpo_compat.fixes.alignment import (
 TRAINER = "swift.trainers.rlhf_trainer.grpo_trainer:GRPOTrainer"
 
 
-@patch(
-    id="swift.logps-alignment-3x",
-    requires="ms-swift>=3.5,<4,!=3.7.*",
-    targets=[
-        f"{TRAINER}._prepare_batch_inputs",
-        f"{TRAINER}._get_per_token_logps?",  # 3.5-3.6
-        f"{TRAINER}._get_per_token_logps_and_entropies_single?",  # 3.8+
-        f"{TRAINER}._get_logps_via_sp?",  # 3.11+
-        "swift.trainers.sequence_parallel.ulysses:_get_per_token_logps?",  # 3.5-3.6 sequence parallel
-    ],
-    expects=("self",),
-)
-def align_swift3_log_probs(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-    if not wrapped.__module__.startswith("swift."):
-        return wrapped(trainer, *args, **kwargs)  # trl's method inherited under swift's name: not this layout
-    if wrapped.__name__ == "_prepare_batch_inputs":
-        batches = wrapped(trainer, *args, **kwargs)
-        return [_without_unpredictable(batch) for batch in batches]
-    if wrapped.__name__ == "_get_logps_via_sp":
-        from swift.trainers.sequence_parallel import sequence_parallel
+def _swift_own(wrapped: Any) -> bool:
+    # trl's method inherited under swift's name is not this layout: it passes through untouched.
+    return wrapped.__module__.startswith("swift.")
 
-        padding_free = trainer.template.padding_free
-        return call_swift_sequence_parallel(wrapped, (trainer, *args), kwargs, sequence_parallel, padding_free)
-    if len(args) < 2:
+
+def cleared_batches(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    """``_prepare_batch_inputs``: each batch's completion mask without the columns no logit predicts."""
+    batches = wrapped(trainer, *args, **kwargs)
+    return [_without_unpredictable(batch) for batch in batches] if _swift_own(wrapped) else batches
+
+
+def aligned_sequence_parallel_logps(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    if not _swift_own(wrapped):
+        return wrapped(trainer, *args, **kwargs)
+    from swift.trainers.sequence_parallel import sequence_parallel
+
+    padding_free = trainer.template.padding_free
+    return call_swift_sequence_parallel(wrapped, (trainer, *args), kwargs, sequence_parallel, padding_free)
+
+
+def aligned_logps(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    if not _swift_own(wrapped) or len(args) < 2:
         return wrapped(trainer, *args, **kwargs)  # not swift's (model, inputs, ...) call: upstream decides
     model, inputs, *rest = args
     return _aligned(wrapped, trainer, model, inputs, rest, kwargs)
@@ -119,3 +117,17 @@ def _without_unpredictable(batch: Any) -> Any:
         first = None if lengths is None else lengths[0]
         batch["completion_mask"] = clear_unpredictable(batch["completion_mask"], missing, first)
     return batch
+
+
+patch_each(
+    id="swift.logps-alignment-3x",
+    requires="ms-swift>=3.5,<4,!=3.7.*",
+    wrappers={
+        f"{TRAINER}._prepare_batch_inputs": cleared_batches,
+        f"{TRAINER}._get_per_token_logps?": aligned_logps,  # 3.5-3.6
+        f"{TRAINER}._get_per_token_logps_and_entropies_single?": aligned_logps,  # 3.8+
+        f"{TRAINER}._get_logps_via_sp?": aligned_sequence_parallel_logps,  # 3.11+
+        "swift.trainers.sequence_parallel.ulysses:_get_per_token_logps?": aligned_logps,  # 3.5-3.6 sequence parallel
+    },
+    expects=("self",),
+)

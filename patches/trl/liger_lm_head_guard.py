@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
-from grpo_compat.core.registry import patch
+from grpo_compat.core.registry import patch_each
 
 PATCH_ID = "trl.liger-lm-head-guard"
 WHERE = "GRPOTrainer._get_last_hidden_state (TRL's Liger GRPO loss)"
@@ -48,7 +48,7 @@ def _head_weight(trainer: Any, model: Any) -> Any:
     return getattr(getattr(unwrapped, "lm_head", None), "weight", None)
 
 
-def _checked_hidden_state(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+def checked_hidden_state(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     from grpo_compat.core.errors import LMHeadShapeError
     from grpo_compat.fixes.shapes import LOGITS, lm_head_shape, logits_message, projection_input
 
@@ -63,7 +63,7 @@ def _checked_hidden_state(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any)
     return hidden
 
 
-def _liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+def liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     token = _REROUTABLE.set(True)
     try:
         return wrapped(trainer, *args, **kwargs)
@@ -87,16 +87,12 @@ def _liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: An
     return trainer._compute_loss(_model_argument(args, kwargs), bound.get("inputs"))
 
 
-@patch(
+patch_each(
     id=PATCH_ID,
     requires="trl>=0.17,<1.14",
-    targets=(
-        "trl.trainer.grpo_trainer:GRPOTrainer._get_last_hidden_state",
-        "trl.trainer.grpo_trainer:GRPOTrainer.compute_liger_loss",
-    ),
+    wrappers={
+        "trl.trainer.grpo_trainer:GRPOTrainer._get_last_hidden_state": checked_hidden_state,
+        "trl.trainer.grpo_trainer:GRPOTrainer.compute_liger_loss": liger_loss_or_fallback,
+    },
     expects=("self",),
 )
-def guard_lm_head_input(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-    if wrapped.__name__ == "compute_liger_loss":
-        return _liger_loss_or_fallback(wrapped, trainer, *args, **kwargs)
-    return _checked_hidden_state(wrapped, trainer, *args, **kwargs)

@@ -22,7 +22,7 @@ import copy
 from contextvars import ContextVar
 from typing import Any
 
-from grpo_compat.core.registry import patch
+from grpo_compat.core.registry import patch_each
 from grpo_compat.core.wrapping import bound_arguments, call_with
 from grpo_compat.fixes.alignment import call_aligned, clear_unpredictable, unpredictable_columns
 
@@ -32,24 +32,7 @@ from grpo_compat.fixes.alignment import call_aligned, clear_unpredictable, unpre
 _UNCLEARED_MASK: ContextVar[Any] = ContextVar("grpo_compat_uncleared_completion_mask", default=None)
 
 
-@patch(
-    id="trl.logps-alignment",
-    requires="trl>=0.15",
-    targets=[
-        "trl.trainer.grpo_trainer:GRPOTrainer._get_per_token_logps?",
-        "trl.trainer.grpo_trainer:GRPOTrainer._get_per_token_logps_and_entropies?",
-        "trl.trainer.grpo_trainer:GRPOTrainer.compute_loss",
-    ],
-    expects=("self", "model"),
-)
-def align_log_probs(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
-    # One fix in two halves that must never be applied apart: padded log-probs, and a loss that skips the padding.
-    if wrapped.__name__ == "compute_loss":
-        return _loss_without_unpredictable_columns(wrapped, args, kwargs)
-    return _aligned_log_probs(wrapped, args, kwargs)
-
-
-def _aligned_log_probs(wrapped: Any, args: tuple, kwargs: dict) -> Any:
+def aligned_log_probs(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
     call = bound_arguments(wrapped, *args, **kwargs)
     input_ids, keep = call.get("input_ids"), call.get("logits_to_keep")
     if getattr(input_ids, "ndim", 0) != 2 or not isinstance(keep, int):
@@ -84,7 +67,7 @@ def _holds_completion_mask(attention_mask: Any, uncleared: Any) -> bool:
     return attention_mask.shape[0] == uncleared.shape[0] and attention_mask.shape[1] >= uncleared.shape[1]
 
 
-def _loss_without_unpredictable_columns(wrapped: Any, args: tuple, kwargs: dict) -> Any:
+def loss_without_unpredictable_columns(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
     inputs = bound_arguments(wrapped, *args, **kwargs).get("inputs")
     columns = _unpredictable_in(inputs)
     if columns == 0:
@@ -109,3 +92,16 @@ def _unpredictable_in(inputs: Any) -> int:
         return 0
     width = completion_ids.shape[1]
     return unpredictable_columns(prompt_ids.shape[1] + width, width)
+
+
+# One fix in two halves that must never be applied apart: padded log-probs, and a loss that skips the padding.
+patch_each(
+    id="trl.logps-alignment",
+    requires="trl>=0.15",
+    wrappers={
+        "trl.trainer.grpo_trainer:GRPOTrainer._get_per_token_logps?": aligned_log_probs,
+        "trl.trainer.grpo_trainer:GRPOTrainer._get_per_token_logps_and_entropies?": aligned_log_probs,
+        "trl.trainer.grpo_trainer:GRPOTrainer.compute_loss": loss_without_unpredictable_columns,
+    },
+    expects=("self", "model"),
+)

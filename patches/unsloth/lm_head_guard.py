@@ -28,18 +28,16 @@ functions and shapes (tests/test_lm_head_shape_guard.py); on a GPU with Unsloth:
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any
 
-from grpo_compat.core.registry import patch
+from grpo_compat.core.registry import patch_each
 
 PATCH_ID = "unsloth.lm-head-guard"
 GENERATED = "UnslothGRPOTrainer"  # zoo imports it by this name, or as unsloth_cache_<name> / <cache dir>.<name>
 PROJECTION = "chunked_hidden_states_selective_log_softmax"
 LOGITS_PATH = "chunked_selective_log_softmax"
 FIX = "Upgrade unsloth (its forwards honour UNSLOTH_RETURN_HIDDEN_STATES since PR #1900) and unsloth-zoo>=2026.5.4"
-_MARK = "__grpo_compat_patch__"  # the marker grpo_compat.core.wrapping puts on its own wrappers
 
 
 def _head(lm_head: Any) -> tuple[int, int] | None:
@@ -91,46 +89,41 @@ def guarded_grpo_forward(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def guard_generated_module(module: Any) -> None:
-    """Wrap the projections of a generated UnslothGRPOTrainer module (idempotent)."""
-    function = getattr(module, PROJECTION, None)
-    if callable(function) and getattr(function, _MARK, None) != PATCH_ID:
-        setattr(module, PROJECTION, _marked(function, guarded_projection))
+    """Wrap the projections of a generated UnslothGRPOTrainer module (idempotent).
+
+    Not recorded for revert(): the module is new, and the guard only changes calls that would crash.
+    """
+    import inspect
+
+    from grpo_compat.core.wrapping import is_wrapped_by, wrap
+
     grpo = getattr(module, "UnslothEfficientGRPO", None)
-    forward = vars(grpo).get("forward") if isinstance(grpo, type) else None
-    if isinstance(forward, staticmethod) and getattr(forward.__func__, _MARK, None) != PATCH_ID:
-        grpo.forward = staticmethod(_marked(forward.__func__, guarded_grpo_forward))
+    owners = ((module, PROJECTION, guarded_projection), (grpo, "forward", guarded_grpo_forward))
+    for owner, name, guard in owners:
+        raw = inspect.getattr_static(owner, name, None) if owner is not None else None
+        if callable(getattr(raw, "__func__", raw)) and not is_wrapped_by(raw, PATCH_ID):
+            wrap(owner, name, raw, guard, PATCH_ID)
 
 
-def _marked(function: Any, guard: Any) -> Any:
-    @functools.wraps(function)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        return guard(function, *args, **kwargs)
-
-    setattr(guarded, _MARK, PATCH_ID)
-    return guarded
-
-
-_MODULES = (GENERATED, f"unsloth_cache_{GENERATED}", f"unsloth_compiled_cache.{GENERATED}")
-
-
-@patch(
-    id=PATCH_ID,
-    requires="unsloth-zoo>=2025.2.5,<2026.5.4",
-    targets=(
-        "unsloth_zoo.compiler:create_new_function",
-        # Generated before apply(): wrap the module already there (these never exist at a fresh start).
-        *(f"{module}:{PROJECTION}?" for module in _MODULES),
-        *(f"{module}:UnslothEfficientGRPO.forward?" for module in _MODULES),
-    ),
-    rebind_in=("unsloth",),  # unsloth.models.rl imports create_new_function by name
-)
-def guard_lm_head_input(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
-    if wrapped.__name__ == PROJECTION:
-        return guarded_projection(wrapped, *args, **kwargs)
-    if wrapped.__name__ == "forward":
-        return guarded_grpo_forward(wrapped, *args, **kwargs)
+def guard_new_trainer_module(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+    """``create_new_function``: the module it generates for the GRPO trainer gets the guards."""
     module = wrapped(*args, **kwargs)
     name = args[0] if args else kwargs.get("name")
     if name == GENERATED and module is not None:
         guard_generated_module(module)
     return module
+
+
+_MODULES = (GENERATED, f"unsloth_cache_{GENERATED}", f"unsloth_compiled_cache.{GENERATED}")
+
+patch_each(
+    id=PATCH_ID,
+    requires="unsloth-zoo>=2025.2.5,<2026.5.4",
+    wrappers={
+        "unsloth_zoo.compiler:create_new_function": guard_new_trainer_module,
+        # Generated before apply(): wrap the module already there (these never exist at a fresh start).
+        **{f"{module}:{PROJECTION}?": guarded_projection for module in _MODULES},
+        **{f"{module}:UnslothEfficientGRPO.forward?": guarded_grpo_forward for module in _MODULES},
+    },
+    rebind_in=("unsloth",),  # unsloth.models.rl imports create_new_function by name
+)
