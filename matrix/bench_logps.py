@@ -7,7 +7,7 @@ shown once). Every measurement is a fresh process: its peak RSS during the first
 reset just before the call) minus its RSS before, and the time of that call (median with --calls more).
 Repetitions are interleaved (plain, patched, plain, ...) so the drift of a shared machine hits both alike.
 
-    .venv/bin/python matrix/bench_logps.py [--reps 3] [--calls 0] [--python PATH]
+    .venv/bin/python -m matrix.bench_logps [--reps 3] [--calls 0] [--python PATH]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Runs are interleaved (A B A B ...) so that drift of this noisy machine hits both sides alike;
 medians are reported. Usage:
 
-    .venv/bin/python matrix/bench_overhead.py [--runs 15] [--smoke-runs 3] [--python PATH]
+    .venv/bin/python -m matrix.bench_overhead [--runs 15] [--smoke-runs 3] [--python PATH]
 """
 
 from __future__ import annotations

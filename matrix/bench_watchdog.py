@@ -3,7 +3,7 @@
 Measured in one process (so machine noise hits numerator and denominator alike): every hook of the
 callback is timed while a real GRPOTrainer trains the tiny model. Usage:
 
-    .venv/bin/python matrix/bench_watchdog.py [--steps 6]
+    .venv/bin/python -m matrix.bench_watchdog [--steps 6]
 """
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import grpo_compat
 
     grpo_compat.apply(skip=["trl.learning-watchdog"])  # the callback is added by hand below, to time it
-    from smoke_grpo import config_kwargs, prompts
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_compat.fixes.watchdog import WatchdogSettings
     from grpo_compat.fixes.watchdog_callback import build_callback
     from grpo_compat.testing.smoke import length_reward, parse_args
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
+    from matrix.smoke_grpo import config_kwargs, prompts
 
     with tempfile.TemporaryDirectory() as tmp:
         smoke_args = parse_args("bench", "", ["--steps", str(args.steps)])

@@ -34,6 +34,7 @@ PINNED = ("torch", "trl", "transformers", "accelerate", "deepspeed", "peft", "ms
 # Needed by every smoke run, resolved within the cell's exclude_newer date.
 ALWAYS = ("datasets", "tokenizers")
 RECIPE_VERSION = 2  # bump when the install steps below change
+PROJECT_STAMP = ".grpo-compat-project"  # the pyproject.toml the env's editable install was made from
 
 
 class EnvBuildError(RuntimeError):
@@ -165,6 +166,7 @@ def ensure_env(cell: Cell, path: Path | None = None, extras: str = "", wheelhous
     with open(ENVS_DIR.parent / f"{env.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if env_is_ready(cell, env, extras):
+            _refresh_project(env, extras, wheelhouse)
             return python
         shutil.rmtree(env, ignore_errors=True)
         log = ENVS_DIR.parent / f"{env.name}.log"
@@ -182,8 +184,25 @@ def ensure_env(cell: Cell, path: Path | None = None, extras: str = "", wheelhous
             _run([*install, *sources, "--no-deps", "-r", str(wheelhouse / "requirements.txt")], log)
         project = f"{REPO}[{extras}]" if extras else str(REPO)
         _run([*install, *sources, "--editable", project], log)
+        (env / PROJECT_STAMP).write_text(_project_stamp())
         (env / ".grpo-compat-env").write_text(f"{cell.fingerprint()} {extras}")
     return python
+
+
+def _project_stamp() -> str:
+    return hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:12]
+
+
+def _refresh_project(env: Path, extras: str, wheelhouse: Path | None) -> None:
+    """Reinstall the editable project when pyproject.toml changed (entry points, packages), not the cell's pins."""
+    stamp = _project_stamp()
+    if (env / PROJECT_STAMP).exists() and (env / PROJECT_STAMP).read_text() == stamp:
+        return
+    offline = ["--offline", "--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
+    project = f"{REPO}[{extras}]" if extras else str(REPO)
+    install = [*uv_command(), "pip", "install", "--python", str(env / "bin" / "python"), *offline, "--no-deps"]
+    _run([*install, "--editable", project], ENVS_DIR.parent / f"{env.name}.log")
+    (env / PROJECT_STAMP).write_text(stamp)
 
 
 def fill_wheelhouse(cell: Cell, out: Path, preinstalled_torch: str | None = None) -> Path:

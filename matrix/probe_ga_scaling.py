@@ -1,7 +1,7 @@
 """Probe DeepSpeed's loss scaling under gradient accumulation (KF-5): ZeRO-2 vs DDP grad_norm; writes a JSON result.
 
-    python matrix/probe_ga_scaling.py --mode plain --output plain.json
-    python matrix/probe_ga_scaling.py --mode patched --output patched.json
+    python -m matrix.probe_ga_scaling --mode plain --output plain.json
+    python -m matrix.probe_ga_scaling --mode patched --output patched.json
 
 Launches the same GRPO smoke run (matrix/smoke_grpo.py, gradient accumulation 4, one optimizer step)
 twice, as 2 CPU processes: once with DDP and once with DeepSpeed ZeRO-2 (the launch commands of
@@ -20,12 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # matrix.runs: the matrix's own launch commands
-
-from grpo_compat.testing.smoke import parse_args, run_smoke  # noqa: E402 - after the path above
+from grpo_compat.testing.smoke import parse_args, run_smoke
+from matrix.launchers import command
 
 PATCH = "trl.deepspeed-gas-double-scaling"
+SMOKE_SCRIPT = Path(__file__).resolve().parent / "smoke_grpo.py"
 GRAD_ACCUM = 4
 SETTINGS = (
     f"gradient_accumulation_steps={GRAD_ACCUM}",
@@ -43,12 +42,11 @@ class ProbeFailed(AssertionError):
 
 def launch(launcher: str, args: argparse.Namespace, model_dir: Path, scratch: Path) -> dict:
     """The smoke run's JSON result of one launch; a failed launch is the probe's error."""
-    from matrix.runs import Run, command
-
-    # --steps 1 after the matrix's own --steps: only the first step sees identical weights in both launches.
-    run = Run("ga-scaling", args.mode, "grpo", launcher, settings=(*SETTINGS, *args.set), flags=("--steps", "1"))
     output = scratch / f"{launcher}.json"
-    cmd = command(run, Path(sys.executable), model_dir, output, args.device, scratch)
+    script = [str(SMOKE_SCRIPT), "--mode", args.mode, "--device", args.device, "--model-dir", str(model_dir)]
+    script += ["--output", str(output), *(arg for setting in (*SETTINGS, *args.set) for arg in ("--set", setting))]
+    script += ["--steps", "1"]  # only the first step sees identical weights in both launches
+    cmd = command(launcher, Path(sys.executable), script, scratch)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:

@@ -1,7 +1,7 @@
 """Probe TRL's Liger GRPO loss with a model whose backbone returns logits (KF-3); writes a JSON result.
 
-    python matrix/probe_lm_head.py --mode plain --output plain.json
-    python matrix/probe_lm_head.py --mode patched --output patched.json
+    python -m matrix.probe_lm_head --mode plain --output plain.json
+    python -m matrix.probe_lm_head --mode patched --output patched.json
 
 Needs trl 0.17-1.13 with liger-kernel (the trl-0.23-liger cell). Builds a real GRPOTrainer with the
 Liger loss on (beta 0), makes one real batch with its own _generate_and_score_completions, then calls
@@ -47,9 +47,9 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.mode == "patched":
         grpo_compat.apply()  # before trl, so patches hook its import
     import torch
-    from smoke_grpo import config_kwargs, prompts  # this folder: the smoke run's config for each trl version
 
     from grpo_compat.testing.lm_head import BackboneOutputsLogits
+    from matrix.smoke_grpo import config_kwargs, prompts
 
     model_dir = tiny_model(args)
 

@@ -1,6 +1,6 @@
 """Probe Unsloth's generated GRPO projection with logits instead of hidden states (KF-3); writes a JSON result.
 
-    python matrix/probe_lm_head_unsloth.py --mode plain --device cuda --output plain.json
+    python -m matrix.probe_lm_head_unsloth --mode plain --device cuda --output plain.json
 
 Needs a GPU, unsloth and unsloth-zoo 2026.1.2-2026.5.3. Not run yet: no matrix cell carries unsloth
 (GPU proof of unsloth.lm-head-guard is pending; its guard functions are tested on CPU). `import unsloth`

@@ -1,7 +1,7 @@
 """Probe TRL's per-token log-prob method with logits_to_keep = L (KF-1) on the tiny model; writes a JSON result.
 
-    python matrix/probe_logps.py --mode plain --output plain.json
-    python matrix/probe_logps.py --mode patched --model-ignores-logits-to-keep --output patched.json
+    python -m matrix.probe_logps --mode plain --output plain.json
+    python -m matrix.probe_logps --mode patched --model-ignores-logits-to-keep --output patched.json
 
 Builds a real GRPOTrainer (beta 0, nothing trained) and calls its own log-prob method on fixed ids:
 1. an aligned K = L - 3; with --model-ignores-logits-to-keep the policy then returns all L logits and
@@ -33,10 +33,10 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.mode == "patched":
         grpo_compat.apply()  # before trl, so patches hook its import
     import torch
-    from smoke_grpo import config_kwargs, prompts  # this folder: the smoke run's config for each trl version
 
     from grpo_compat.fixes.alignment import UNPREDICTABLE_LOGP
     from grpo_compat.testing.logps import log_prob_method_name, log_probs
+    from matrix.smoke_grpo import config_kwargs, prompts
 
     model_dir = tiny_model(args)
 

@@ -1,7 +1,7 @@
 """Probe ms-swift's GRPO log-prob method on a batch whose first row is labelled from column 0 (KF-1); writes JSON.
 
-    python matrix/probe_logps_swift.py --mode plain --output plain.json
-    python matrix/probe_logps_swift.py --mode patched --set torch_dtype=bfloat16 --set padding_free=true
+    python -m matrix.probe_logps_swift --mode plain --output plain.json
+    python -m matrix.probe_logps_swift --mode patched --set torch_dtype=bfloat16 --set padding_free=true
 
 Builds the real trainer through `swift rlhf`'s pipeline (tiny Qwen2, CPU), then instead of training runs
 one real rollout and swift's own batch preparation, with the first sample of the batch labelled from
@@ -47,7 +47,13 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         import grpo_compat
 
         grpo_compat.apply()  # before swift, so patches hook its import
-    from smoke_swift import label_first_sample_from_column_0, register_reward, swift_api, swift_argv, write_dataset
+    from matrix.smoke_swift import (
+        label_first_sample_from_column_0,
+        register_reward,
+        swift_api,
+        swift_argv,
+        write_dataset,
+    )
 
     model_dir = tiny_model(args)
     padding_free = bool(args.config_overrides.pop("padding_free", False))

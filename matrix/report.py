@@ -3,7 +3,7 @@
 The runner writes one JSON result per cell into a folder; this reads them all and writes
 ``summary.md`` and ``report.html`` next to them.
 
-    python matrix/report.py results/
+    python -m matrix.report results/
 """
 
 from __future__ import annotations
@@ -18,11 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS
-
-try:
-    from matrix.envs import CELLS_FILE, load_cells
-except ModuleNotFoundError:  # run as a script: python matrix/report.py
-    from envs import CELLS_FILE, load_cells  # type: ignore[no-redef]
+from matrix.envs import CELLS_FILE, load_cells
 
 KIND_ORDER = ("single", "ddp", "zero2", "zero3", "swift")
 MODE_ORDER = ("plain", "patched")

@@ -21,7 +21,7 @@ class Reproducer:
     id: str
     patch: str  # the patch id this reproducer proves
     known_failure: str  # KF-n in docs/known_failures.md
-    script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe of matrix/runs.py PROBES
+    script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe: a key of matrix/runs.py SCRIPTS
     requires: tuple[str, ...]  # version window of the cell (requirement strings)
     settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script
     upstream: str | None  # regex the unpatched error must match; None: upstream runs on without a word

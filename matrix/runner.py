@@ -54,6 +54,8 @@ def run_environment(cell: Cell, env_dir: Path) -> dict[str, str]:
         TOKENIZERS_PARALLELISM="false",
         # DeepSpeed JIT-builds its CPU comm op; one cache per env so versions never rebuild each other's.
         TORCH_EXTENSIONS_DIR=str(env_dir / "torch_extensions"),
+        # The matrix's scripts import matrix.* (the checkout); grpo_compat comes from the cell's own install.
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     )
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""

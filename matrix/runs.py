@@ -10,41 +10,36 @@ matrix/reproducers.py whose window the cell's versions fall in.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_compat.core.versions import window_problem
-from matrix import harm_sweep, upstream_suite
+from grpo_compat.testing.smoke import free_port
+from matrix import harm_sweep, launchers, upstream_suite
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Script:
+    path: Path
+    family: str  # the cells it runs in: "grpo" (TRL cells) or "swift" (ms-swift cells)
+    # A probe calls one upstream function directly (no training) and judges itself: {"status": "ok"|"error", ...}.
+    probe: bool = False
+
+
 SCRIPTS = {
-    "grpo": MATRIX / "smoke_grpo.py",
-    "swift": MATRIX / "smoke_swift.py",
-    "swift-cli": MATRIX / "smoke_swift_cli.py",  # the real `swift rlhf` command, with or without our plugin
-}
-# Probes call one upstream function directly (no training) and write {"status": "ok"|"error", ...}.
-PROBES = {
-    "logps": MATRIX / "probe_logps.py",
-    "logps-swift": MATRIX / "probe_logps_swift.py",
-    "lm-head": MATRIX / "probe_lm_head.py",
-    "lm-head-unsloth": MATRIX / "probe_lm_head_unsloth.py",
-    "ga-scaling": MATRIX / "probe_ga_scaling.py",  # launches DDP and ZeRO-2 smoke runs itself
-}
-# Which cells a script runs in: TRL cells ("grpo") or ms-swift cells ("swift").
-CELL_FAMILY = {
-    "grpo": "grpo",
-    "swift": "swift",
-    "logps": "grpo",
-    "logps-swift": "swift",
-    "lm-head": "grpo",
-    "lm-head-unsloth": "grpo",
-    "ga-scaling": "grpo",
-    "swift-cli": "swift",
+    "grpo": Script(MATRIX / "smoke_grpo.py", "grpo"),
+    "swift": Script(MATRIX / "smoke_swift.py", "swift"),
+    "swift-cli": Script(MATRIX / "smoke_swift_cli.py", "swift"),  # the real `swift rlhf`, with or without our plugin
+    "logps": Script(MATRIX / "probe_logps.py", "grpo", probe=True),
+    "logps-swift": Script(MATRIX / "probe_logps_swift.py", "swift", probe=True),
+    "lm-head": Script(MATRIX / "probe_lm_head.py", "grpo", probe=True),
+    "lm-head-unsloth": Script(MATRIX / "probe_lm_head_unsloth.py", "grpo", probe=True),
+    "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
 }
 STEPS = 3
 # trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
@@ -54,10 +49,10 @@ UPSTREAM_SUITE = MATRIX / "upstream_suite.py"
 
 @dataclass(frozen=True)
 class Run:
-    kind: str  # single | ddp | zero2 | zero3 | swift | repro:<id>
+    kind: str  # the run kinds of the module docstring, e.g. single, zero3-ga8, harm:<variant>, repro:<id>
     mode: str  # plain | patched
     script: str  # key of SCRIPTS
-    launcher: str = "python"  # python | ddp | zero2 | zero3
+    launcher: str = "python"  # one of matrix/launchers.py LAUNCHERS
     settings: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     expect_error: str | None = None  # regex over the error; None: the run must train
@@ -169,7 +164,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
                 runs += upstream_suite_runs(versions)
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
-        if CELL_FAMILY[reproducer.script] != script or window_problem(reproducer.requires, versions):
+        if SCRIPTS[reproducer.script].family != script or window_problem(reproducer.requires, versions):
             continue
         silently = " silently: runs on without a word" if reproducer.upstream is None else ""
         expectations = {
@@ -194,32 +189,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
 
 
 def _success(reproducer) -> str:
-    return "the probe passes" if reproducer.script in PROBES else "trains"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def deepspeed_config(stage: int, folder: Path) -> Path:
-    path = folder / f"zero{stage}.json"
-    auto = "auto"
-    path.write_text(
-        json.dumps(
-            {
-                "zero_optimization": {"stage": stage},
-                "train_micro_batch_size_per_gpu": auto,
-                "gradient_accumulation_steps": auto,
-                "train_batch_size": auto,
-                "bf16": {"enabled": auto},
-                "fp16": {"enabled": auto},
-            },
-            indent=2,
-        )
-    )
-    return path
+    return "the probe passes" if SCRIPTS[reproducer.script].probe else "trains"
 
 
 def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, scratch: Path) -> list[str]:
@@ -228,20 +198,12 @@ def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, 
         source = os.environ.get(TRL_SOURCE_ENV, "")
         suite = [str(UPSTREAM_SUITE), "--mode", run.mode, *run.flags, "--source", source, "--output", str(output)]
         return [str(python), *suite, "--scratch", str(scratch / f"upstream-{run.mode}")]
-    script = [str({**SCRIPTS, **PROBES}[run.script]), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
+    script = [str(SCRIPTS[run.script].path), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
     script += ["--model-dir", str(model_dir), "--output", str(output)]
     script += [arg for setting in run.settings for arg in ("--set", setting)] + list(run.flags)
     if run.variant is not None:
         return harm_sweep.launch(run.variant, python, script, scratch, free_port())
-    if run.launcher == "python":
-        return [str(python), *script]
-    launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]
-    launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
-    if run.launcher == "ddp":
-        # --multi_gpu falls back to gloo CPU processes; --cpu would start only one process.
-        return [*launch, "--multi_gpu", *script]
-    stage = int(run.launcher.removeprefix("zero"))
-    return [*launch, "--use_deepspeed", "--deepspeed_config_file", str(deepspeed_config(stage, scratch)), *script]
+    return launchers.command(run.launcher, python, script, scratch)
 
 
 def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
@@ -276,7 +238,7 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
         if (result.get("status") == "error" or findings) and re.search(run.expect_error, evidence, re.S):
             return "pass", first_line or findings[0]
         return "fail", first_line or "; ".join(findings) or "trained, but an error was expected"
-    if run.script in PROBES:  # a probe judges itself; its summary says what it checked
+    if SCRIPTS[run.script].probe:  # a probe judges itself; its summary says what it checked
         ok = result.get("status") == "ok"
         return ("pass" if ok else "fail"), (result.get("summary") or "") if ok else first_line
     if result.get("corrupted_at_load"):

@@ -1,7 +1,7 @@
 """A few GRPO steps with TRL's GRPOTrainer on the tiny offline Qwen2; writes a JSON result.
 
-    python matrix/smoke_grpo.py --mode plain --steps 3 --output plain.json
-    python matrix/smoke_grpo.py --mode patched --set num_generations=2 --output patched.json
+    python -m matrix.smoke_grpo --mode plain --steps 3 --output plain.json
+    python -m matrix.smoke_grpo --mode patched --set num_generations=2 --output patched.json
     accelerate launch --num_processes 2 matrix/smoke_grpo.py --mode patched --output out.json
 
 The same file runs on trl 0.16 + transformers 4.51 and trl 1.16 + transformers 5.x:

@@ -1,7 +1,7 @@
 """A few GRPO steps with ms-swift's `rlhf` pipeline, in-process, on the tiny offline Qwen2; writes a JSON result.
 
-    python matrix/smoke_swift.py --mode plain --steps 3 --output plain.json
-    python matrix/smoke_swift.py --mode patched --set num_generations=1 --output patched.json
+    python -m matrix.smoke_swift --mode plain --steps 3 --output plain.json
+    python -m matrix.smoke_swift --mode patched --set num_generations=1 --output patched.json
 
 The ms-swift counterpart of smoke_grpo.py, with the same CLI and result fields. Swift runs in this
 process through the entry `swift rlhf` itself uses (`SwiftRLHF(argv).main()`, i.e. `rlhf_main`), so a

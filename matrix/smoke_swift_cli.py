@@ -1,8 +1,8 @@
 """A few GRPO steps through the real `swift rlhf` command line, with grpo_compat's plugin; writes a JSON result.
 
-    python matrix/smoke_swift_cli.py --mode plain --steps 3 --output plain.json
-    python matrix/smoke_swift_cli.py --mode patched --nproc 2 --output patched.json
-    python matrix/smoke_swift_cli.py --mode patched --set num_generations=1 --output refused.json
+    python -m matrix.smoke_swift_cli --mode plain --steps 3 --output plain.json
+    python -m matrix.smoke_swift_cli --mode patched --nproc 2 --output patched.json
+    python -m matrix.smoke_swift_cli --mode patched --set num_generations=1 --output refused.json
 
 The command-line counterpart of smoke_swift.py, with the same CLI and result fields. It launches the
 `swift` console script of this Python's env, as users do (ms-swift starts its own processes: one,
@@ -29,13 +29,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # matrix.*: the in-process swift run's prompts, the matrix's free port
-
-from grpo_compat.core.versions import installed_version, release  # noqa: E402
-from grpo_compat.testing.smoke import digest, last_logged, parse_args, run_smoke, tiny_model  # noqa: E402 - after the path above
-from matrix.runs import free_port  # noqa: E402
-from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_dataset  # noqa: E402
+from grpo_compat.core.versions import installed_version, release
+from grpo_compat.testing.smoke import digest, free_port, last_logged, parse_args, run_smoke, tiny_model
+from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_dataset
 
 REWARD_CLASS = "SmokeLengthReward"
 CALLBACK_NAME = "grpo_compat_smoke_probe"

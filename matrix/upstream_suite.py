@@ -7,7 +7,7 @@ installed trl, in the interpreter that runs this file (a cell's env), offline, o
     PY=$(python3 matrix/envs.py ensure trl-1.9)
     $PY matrix/upstream_suite.py --mode plain   --suite grpo --source /path/to/trl.git --output plain.json
     $PY matrix/upstream_suite.py --mode patched --suite grpo --source /path/to/trl.git --output patched.json
-    python3 matrix/upstream_suite.py compare plain.json patched.json     # exit 1 on any difference
+    python -m matrix.upstream_suite compare plain.json patched.json     # exit 1 on any difference
     $PY matrix/upstream_suite.py --mode both --suite grpo --source ... --output grpo.json   # all three
 
 ``--source`` is a git directory of trl (bare or a checkout) or an unpacked trl tree (its tests are used

@@ -32,6 +32,19 @@ def run_python(
     )
 
 
+def run_script(python: str, script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run a script of this checkout (``matrix/...``, ``tests/...``) as the matrix runner does: matrix.* importable."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [python, str(REPO / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+    )
+
+
 def cell_python(name: str) -> str:
     """The interpreter of a matrix cell: the default cell is the env the tests run in, others get their own."""
     from grpo_compat.core.versions import installed_version
@@ -49,10 +62,9 @@ def smoke(
 ) -> dict:
     """Run a matrix smoke script (or probe) in a cell; its JSON result."""
     output = tmp_path / f"{name}-{mode}-{len(list(tmp_path.iterdir()))}.json"
-    command = [cell_python(name), str(REPO / "matrix" / script), "--mode", mode, "--steps", "3"]
-    command += ["--model-dir", str(model_dir), "--output", str(output)]
-    command += [arg for setting in settings for arg in ("--set", setting)] + list(flags)
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
+    arguments = ["--mode", mode, "--steps", "3", "--model-dir", str(model_dir), "--output", str(output)]
+    arguments += [arg for setting in settings for arg in ("--set", setting)] + list(flags)
+    completed = run_script(cell_python(name), f"matrix/{script}", *arguments)
     assert output.exists(), completed.stderr[-3000:]
     return json.loads(output.read_text())
 

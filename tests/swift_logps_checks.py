@@ -20,9 +20,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "matrix"))
-
 
 def traced(call: Any) -> tuple[Any, list]:
     """``call()``'s result and every aten op it ran, with its output shapes (the tensors it allocated)."""
@@ -149,10 +146,9 @@ def main() -> None:
     os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from smoke_swift import register_reward, swift_api, swift_argv, write_dataset
-
     from grpo_compat.testing.smoke import parse_args, reward_function
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
+    from matrix.smoke_swift import register_reward, swift_api, swift_argv, write_dataset
 
     args = parse_args(__doc__.splitlines()[0], "swift rlhf argument", ["--model-dir", sys.argv[1]])
     model_dir = build_tiny_qwen2(args.model_dir, seed=0)

@@ -54,4 +54,5 @@ def test_doctor_text_output_shows_each_patch_with_its_window():
     assert result.returncode == 0, result.stderr
     assert "trl.grpo-config-check" in result.stdout
     assert "window: trl>=" in result.stdout
-    assert "wrapping order of trl.trainer.grpo_config:GRPOConfig.__post_init__: trl.grpo-config-check > " in result.stdout
+    order = "wrapping order of trl.trainer.grpo_config:GRPOConfig.__post_init__: trl.grpo-config-check > "
+    assert order in result.stdout

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import types
 
@@ -24,7 +23,7 @@ from grpo_compat.patches.unsloth import lm_head_guard as unsloth_guard
 from grpo_compat.core.errors import LMHeadShapeError
 from grpo_compat.fixes.shapes import HIDDEN, LOGITS, lm_head_shape, projection_input
 from matrix.reproducers import REPRODUCERS
-from tests.helpers import REPO, cell_python
+from tests.helpers import cell_python, run_script
 
 B, T, H, V = 2, 5, 64, 500  # Mistral's H=4096, V=32000, scaled down; H != V
 
@@ -61,9 +60,8 @@ def liger_probe(tmp_path_factory):
     results = {}
     for mode in ("plain", "patched"):
         output = folder / f"{mode}.json"
-        command = [python, str(REPO / "matrix" / "probe_lm_head.py"), "--mode", mode, "--output", str(output)]
-        command += ["--model-dir", str(folder / "tiny-model")]
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
+        arguments = ["--mode", mode, "--output", str(output), "--model-dir", str(folder / "tiny-model")]
+        completed = run_script(python, "matrix/probe_lm_head.py", *arguments)
         assert output.exists(), completed.stderr[-3000:]
         results[mode] = json.loads(output.read_text())
     return results

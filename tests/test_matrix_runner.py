@@ -30,7 +30,7 @@ def fake_script(tmp_path, monkeypatch):
     def install(source: str) -> None:
         script = tmp_path / "script.py"
         script.write_text(source)
-        monkeypatch.setitem(runs.SCRIPTS, "fake", script)
+        monkeypatch.setitem(runs.SCRIPTS, "fake", runs.Script(script, "grpo"))
 
     return install
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pytest
 
 from matrix.reproducers import REPRODUCERS
-from tests.helpers import REPO, cell_python, smoke
+from tests.helpers import cell_python, run_script, smoke
 
 pytestmark = pytest.mark.slow  # probes and rollouts in the swift-4.6 cell
 
@@ -28,10 +27,7 @@ CELL = "swift-4.6"
 @pytest.fixture(scope="module")
 def checks(model_dir) -> dict:
     """tests/swift_logps_checks.py's measurements: swift's own batches, before and after apply()."""
-    script = REPO / "tests" / "swift_logps_checks.py"
-    completed = subprocess.run(
-        [cell_python(CELL), str(script), str(model_dir)], capture_output=True, text=True, timeout=900, cwd=REPO
-    )
+    completed = run_script(cell_python(CELL), "tests/swift_logps_checks.py", str(model_dir))
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
 

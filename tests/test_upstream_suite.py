@@ -19,7 +19,7 @@ import pytest
 
 from matrix import upstream_pytest_plugin as plugin
 from matrix import upstream_suite as suite
-from tests.helpers import REPO
+from tests.helpers import run_script
 
 TAGS = ["v0.16.0", "v0.16.1", "v0.29.0", "v0.29.1", "v1.0.0rc1", "v1.0.0", "v1.9.0", "v1.10.0rc1", "not-a-tag"]
 
@@ -296,10 +296,9 @@ def test_trl_grpo_tests_agree_plain_and_patched(tmp_path: Path) -> None:
             f"{source} has no tag for trl {version} (HEAD is trl {suite.source_version(gdir, 'HEAD')}); "
             "run with UPSTREAM_SUITE_PYTHON=$(python3 matrix/envs.py ensure trl-1.9)"
         )
-    command = [python, str(REPO / "matrix" / "upstream_suite.py"), "--mode", "both", "--suite", "grpo"]
-    command += ["--source", str(source), "--output", str(tmp_path / "grpo.json"), "--scratch", str(tmp_path / "s")]
-    command += ["--keyword", SLOW_SUBSET, "--timeout", "300"]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=1500)
+    arguments = ["--mode", "both", "--suite", "grpo", "--source", str(source), "--output", str(tmp_path / "grpo.json")]
+    arguments += ["--scratch", str(tmp_path / "s"), "--keyword", SLOW_SUBSET, "--timeout", "300"]
+    completed = run_script(python, "matrix/upstream_suite.py", *arguments, timeout=1500)
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
     comparison = json.loads((tmp_path / "grpo.json").read_text())
     assert comparison["status"] == "ok" and comparison["differences"] == []

@@ -1,9 +1,9 @@
 """Installed versions of the upstream stack, read from package metadata without importing anything.
 
 ``apply()`` must stay cheap (no torch, no trl, and not even ``importlib.metadata`` or
-``packaging.specifiers``, which cost tens of milliseconds): versions come from the names of the
-``*.dist-info`` folders on ``sys.path``, and ``packaging`` is imported only when a version window is
-actually evaluated, which happens once the upstream library (which imports packaging anyway) loads.
+``packaging``, which cost tens of milliseconds): versions come from the names of the ``*.dist-info``
+folders on ``sys.path``, and version windows are read by the small parser below. ``packaging`` is
+used only by ``grpo-compat doctor``, for the requirements the installed packages declare.
 """
 
 from __future__ import annotations

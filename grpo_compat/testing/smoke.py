@@ -260,3 +260,12 @@ def run_smoke(tag: str, args: argparse.Namespace, train: Callable[[argparse.Name
             Path(args.output).write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(summary(tag, result), flush=True)
     return 0 if result["status"] == "ok" else 1
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now, for a launcher's rendezvous."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -72,84 +72,27 @@ def _plugin_path(args: argparse.Namespace) -> int:
     return 0
 
 
-def _matrix_checkout() -> Path:
-    """The matrix lives in a grpo_compat checkout (matrix/), not in the wheel."""
+def _matrix(matrix_arguments: list[str]) -> int:
+    """Hands over to the matrix of a grpo_compat checkout (its matrix/ folder is not part of the package)."""
+    import os
+    import subprocess
+
     import grpo_compat
 
     repo = Path(grpo_compat.__file__).resolve().parent.parent
     if not (repo / "matrix" / "cells.toml").exists():
-        raise SystemExit(
+        print(
             "grpo-compat matrix: runs from a grpo_compat source checkout (matrix/cells.toml not found next to "
-            f"{repo}). Clone the repository and `pip install -e .` it."
+            f"{repo}). Clone the repository and `pip install -e .` it.",
+            file=sys.stderr,
         )
-    if str(repo) not in sys.path:
-        sys.path.insert(0, str(repo))
-    return repo
-
-
-def _selected_cells(args: argparse.Namespace) -> list:
-    from matrix.envs import load_cells, quick_cells
-
-    cells, _ = load_cells()
-    names = quick_cells() if args.quick else [n for n in (args.cells or "").split(",") if n] or list(cells)
-    unknown = [name for name in names if name not in cells]
-    if unknown:
-        raise SystemExit(f"grpo-compat matrix: unknown cell(s) {', '.join(unknown)}; cells: {', '.join(cells)}")
-    chosen = [cells[name] for name in names if cells[name].device == args.device]
-    if not chosen:
-        raise SystemExit(f"grpo-compat matrix: none of {', '.join(names)} is a {args.device} cell")
-    return chosen
-
-
-def _matrix_run(args: argparse.Namespace) -> int:
-    _matrix_checkout()
-    from matrix.runner import DEFAULT_RESULTS, run_matrix
-
-    wheelhouse = Path(args.wheelhouse).resolve() if args.wheelhouse else None
-    results = Path(args.results).resolve() if args.results else DEFAULT_RESULTS
-    return run_matrix(
-        _selected_cells(args), results, jobs=args.jobs, wheelhouse=wheelhouse, quick=args.quick, only=args.runs
-    )
-
-
-def _matrix_report(args: argparse.Namespace) -> int:
-    _matrix_checkout()
-    from matrix.report import write_reports
-    from matrix.runner import DEFAULT_RESULTS
-
-    results = Path(args.results) if args.results else DEFAULT_RESULTS
-    if not results.is_dir():
-        raise SystemExit(f"grpo-compat matrix report: no results folder {results}")
-    for path in write_reports(results):
-        print(path)
-    return 0
-
-
-def _matrix_workflow(args: argparse.Namespace) -> int:
-    _matrix_checkout()
-    from matrix.workflow import main as workflow_main
-
-    return workflow_main(["--check"] if args.check else ["--write"])
-
-
-def _add_matrix(commands: argparse._SubParsersAction) -> None:
-    matrix = commands.add_parser("matrix", help="the version matrix (from a source checkout)")
-    actions = matrix.add_subparsers(dest="action", required=True, metavar="ACTION")
-    run = actions.add_parser("run", help="build cell envs and run the smoke runs and reproducers")
-    run.add_argument("--cells", help="comma-separated cell names (default: every cell of --device)")
-    run.add_argument("--quick", action="store_true", help="only the quick cells CI runs, with the sweep's CI variants")
-    run.add_argument("--runs", default="*", help="only run kinds matching this glob, e.g. 'harm:*' (default: all)")
-    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    run.add_argument("--jobs", type=int, default=1, help="cells run at the same time (default 1)")
-    run.add_argument("--results", help="results folder (default .matrix/results)")
-    run.add_argument("--wheelhouse", help="offline: install every package from this folder of wheels")
-    run.set_defaults(run=_matrix_run)
-    report = actions.add_parser("report", help="rebuild summary.md and report.html from the cell JSONs")
-    report.add_argument("--results", help="results folder (default .matrix/results)")
-    report.set_defaults(run=_matrix_report)
-    workflow = actions.add_parser("workflow", help="write .github/workflows/matrix.yml from matrix/cells.toml")
-    workflow.add_argument("--check", action="store_true", help="only check that it is current")
-    workflow.set_defaults(run=_matrix_workflow)
+        return 2
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
+    try:
+        return subprocess.call([sys.executable, "-m", "matrix", *matrix_arguments], env=env)
+    except KeyboardInterrupt:
+        return 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -177,11 +120,19 @@ def build_parser() -> argparse.ArgumentParser:
         help='the ms-swift plugin file: swift rlhf ... --external_plugins "$(grpo-compat plugin-path)"',
     )
     plugin.set_defaults(run=_plugin_path)
-    _add_matrix(commands)
+    matrix = commands.add_parser(
+        "matrix",
+        help="the version matrix, from a source checkout: run | report | workflow (grpo-compat matrix --help)",
+        add_help=False,
+    )
+    matrix.add_argument("matrix_arguments", nargs=argparse.REMAINDER)  # main() hands them over before parsing
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["matrix"]:  # the matrix's own parser reads the rest, --help included
+        return _matrix(argv[1:])
     args = build_parser().parse_args(argv)
     return args.run(args)
 

@@ -127,7 +127,7 @@ def refuse_impossible_swift_grpo(arguments: object) -> None:
     """Raise GRPOSettingsError when ms-swift GRPO arguments cannot train (naming a fix); once per object."""
     if getattr(arguments, "rlhf_type", None) != "grpo" or _checked_swift_arguments.get(id(arguments)) is arguments:
         return
-    from grpo_compat import versions  # read at call time: a test stands in an older ms-swift release there
+    from grpo_compat.core import versions  # read at call time: a test stands in an older ms-swift release there
 
     swift_version = versions.installed_version("ms-swift") or "4"  # swift's own arguments: it is installed
     rules = rules_for(versions.installed_version("trl"), swift_version)

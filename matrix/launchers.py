@@ -1,0 +1,47 @@
+"""How the matrix starts a script in 1 or 2 processes: python, DDP (gloo on CPU), DeepSpeed ZeRO-2 / ZeRO-3.
+
+Shared by the runner's planned runs (matrix/runs.py) and the probes that launch smoke runs themselves
+(matrix/probe_ga_scaling.py); it imports nothing from the rest of the matrix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from grpo_compat.testing.smoke import free_port
+
+LAUNCHERS = ("python", "ddp", "zero2", "zero3")
+
+
+def deepspeed_config(stage: int, folder: Path) -> Path:
+    """The matrix's DeepSpeed config: ZeRO ``stage``, every batch and precision key "auto"."""
+    path = folder / f"zero{stage}.json"
+    auto = "auto"
+    path.write_text(
+        json.dumps(
+            {
+                "zero_optimization": {"stage": stage},
+                "train_micro_batch_size_per_gpu": auto,
+                "gradient_accumulation_steps": auto,
+                "train_batch_size": auto,
+                "bf16": {"enabled": auto},
+                "fp16": {"enabled": auto},
+            },
+            indent=2,
+        )
+    )
+    return path
+
+
+def command(launcher: str, python: Path, script: list[str], scratch: Path) -> list[str]:
+    """The command line that starts ``script`` (a script and its arguments) with the cell's ``python``."""
+    if launcher == "python":
+        return [str(python), *script]
+    launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]
+    launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    if launcher == "ddp":
+        # --multi_gpu falls back to gloo CPU processes; --cpu would start only one process.
+        return [*launch, "--multi_gpu", *script]
+    stage = int(launcher.removeprefix("zero"))
+    return [*launch, "--use_deepspeed", "--deepspeed_config_file", str(deepspeed_config(stage, scratch)), *script]
