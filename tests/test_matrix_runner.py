@@ -101,18 +101,20 @@ def test_expected_upstream_failure_passes_only_with_the_expected_message():
 def test_run_plan_follows_the_cells_versions():
     trl_cell = planned_runs({"trl": "0.16.1", "deepspeed": "0.16.5"}, "cpu")
     names = [run.name for run in trl_cell]
-    assert names[:8] == [
-        f"{kind}/{mode}" for kind in ("single", "ddp", "zero2", "zero3") for mode in ("plain", "patched")
-    ]
+    assert {f"{kind}/{mode}" for kind in ("single", "ddp", "zero2", "zero3") for mode in ("plain", "patched")} <= set(
+        names
+    )
     assert "repro:single-generation/plain" in names
     zero3 = [run for run in trl_cell if run.kind == "zero3"]
     assert all(run.skip and "DeepSpeed < 0.19.8" in run.skip for run in zero3)
     newest = planned_runs({"trl": "1.16.0", "deepspeed": "0.19.8"}, "cpu")
     assert not [run for run in newest if run.skip and run.script != "upstream"]
     assert all(run.skip for run in trl_cell if run.variant and run.variant.stage == 3)
-    assert [r.kind for r in planned_runs({"trl": "1.16.0"}, "cuda")][:2] == ["single", "single"]
-    swift = [run.name for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu")]
-    assert swift[:2] == ["swift/plain", "swift/patched"]
+    # One GPU per lent machine: no multi-process kinds on cuda cells.
+    cuda_kinds = {r.kind for r in planned_runs({"trl": "1.16.0", "deepspeed": "0.19.8"}, "cuda")}
+    assert "single" in cuda_kinds and not cuda_kinds & {"ddp", "zero2", "zero3"}
+    swift = {run.name for run in planned_runs({"trl": "0.19.0", "ms-swift": "3.5.3"}, "cpu")}
+    assert {"swift/plain", "swift/patched"} <= swift and "single/plain" not in swift
 
 
 def test_quick_cells_exist_and_include_the_newest_and_trl_0_16():
