@@ -119,17 +119,23 @@ def environment_versions() -> dict[str, str | None]:
 
 def diagnose() -> dict:
     """Everything ``grpo-compat doctor`` shows, as one JSON-serialisable dict."""
+    from grpo_compat.catalogue import affecting_this_install
     from grpo_compat.core.engine import Engine
 
     versions = environment_versions()
     plan = Engine().plan()
     problems = find_problems(versions) + requirement_conflicts()
+    known = affecting_this_install(versions)
     return {
         "ok": not any(p.severity == ERROR for p in problems),
         "versions": {name: versions[name] for name in TRACKED_DISTRIBUTIONS},
         "patches": [patch.to_dict() for patch in plan.patches],
         "wrapping_order": plan.wrapping_order,
         "problems": [problem.to_dict() for problem in problems],
+        "known_failures": [
+            {key: failure.to_dict()[key] for key in ("id", "title", "kind", "handling", "patches", "fix")}
+            for failure in known
+        ],
     }
 
 
@@ -146,4 +152,11 @@ def format_diagnosis(diagnosis: dict) -> str:
     lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
+    lines.append("Known failures of these versions (docs/failures.md):")
+    for failure in diagnosis["known_failures"]:
+        patches = ", ".join(failure["patches"])
+        handled = f"{failure['handling']} by {patches}" if patches else "explained only"
+        lines.append(f"  {failure['id']} ({failure['kind']}, {handled}): {failure['title']}")
+        if failure["handling"] == "explained":
+            lines.append(f"      fix: {failure['fix']}")
     return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)

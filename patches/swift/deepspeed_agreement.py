@@ -7,11 +7,12 @@ Symptom:   `swift rlhf --rlhf_type grpo --deepspeed my_ds.json` with a json that
            a json without "gradient_accumulation_steps" runs DeepSpeed with 1 (inserted by accelerate)
            while the trainer accumulates N. ms-swift 4.x skips trl's GRPOConfig.__post_init__, so
            trl.deepspeed-agreement never sees its config.
-Upstream:  docs/known_failures.md KF-5; modelscope/ms-swift#4348 (batch 1, GA 32, ZeRO-3: nothing trains);
+Upstream:  KF-5; modelscope/ms-swift#4348 (batch 1, GA 32, ZeRO-3: nothing trains);
            huggingface/accelerate#3632.
 Affects:   ms-swift >= 4.0 with deepspeed. swift's built-in --deepspeed zero0..zero3_offload configs use
            "auto" and always agree. --sequence_parallel_size multiplies the trainer's accumulation later,
            on purpose: not checked again.
+Catalogue: deepspeed-batch-keys-disagree (docs/failures.md)
 Remove when: transformers compares the batch keys in TrainingArguments.__post_init__ and treats an absent
            gradient_accumulation_steps like "auto".
 """

@@ -6,9 +6,10 @@ Symptom:   `swift rlhf --rlhf_type grpo --num_generations 1` fails with "num_gen
            ms-swift 4.x skips trl's GRPOConfig.__post_init__, so trl.grpo-config-check never runs.
            GRPO with --sequence_parallel_size > 1 on ms-swift < 3.5 (no Ulysses GRPO yet) fails in the
            log-prob gather (KF-1) or with "RLHF do not support sequence parallel" (3.2.2-3.4.0).
-Upstream:  docs/known_failures.md KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel).
+Upstream:  KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel).
 Affects:   ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.x: only sequence_parallel_size, which trl's
            GRPOConfig never sees (3.x build it for the batch rules, checked by trl.grpo-config-check).
+Catalogue: swift-sequence-parallel-before-3.5, batch-rules-misleading (docs/failures.md)
 Remove when: ms-swift's own messages explain the rule and name a setting that works.
 """
 

@@ -9,6 +9,7 @@ Upstream:  KF-1; modelscope/ms-swift #3377, #3096, #6035.
 Affects:   ms-swift >= 4.4 (GRPOBatch): collate_to_grpo_micro_batch sets logits_to_keep =
            (L - argmax(labels != -100)).max(), which is L for such a row. Run on 4.6.0; 4.4-4.5 read in the
            source. 4.0-4.3 keep 3.12's dict layout and are not covered.
+Catalogue: logps-logits-to-keep-off-by-one (docs/failures.md)
 Remove when: ms-swift keeps logits_to_keep below L or masks what no logit predicts, and slices its
            sequence-parallel log-probs before its padding.
 

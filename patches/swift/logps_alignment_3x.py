@@ -10,6 +10,7 @@ Upstream:  KF-1; modelscope/ms-swift #3377, #3096, #6035.
 Affects:   ms-swift 3.5-3.12 (not 3.7, whose log-prob method has another form): logits_to_keep =
            (L - argmax(labels != -100)).max() is L for such a row, one more column than there are logits.
            Run on 3.5.3 (trl 0.19.0) and 3.12.6 (trl 0.24.0); 3.5.0-3.6.x and 3.8-3.12.5 read in the source.
+Catalogue: logps-logits-to-keep-off-by-one (docs/failures.md)
 Remove when: ms-swift keeps logits_to_keep below L or masks what no logit predicts, and slices its
            sequence-parallel log-probs before its padding.
 

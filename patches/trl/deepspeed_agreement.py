@@ -7,11 +7,12 @@ Symptom:   a DeepSpeed json that hard-codes gradient_accumulation_steps / train_
            reference model is prepared). A json without "gradient_accumulation_steps" is never refused:
            accelerate inserts 1, and on accelerate < 1.8 the engine takes an optimizer step on every micro-batch
            while the trainer believes it accumulates N (KF-5's accumulation mismatch, silent).
-Upstream:  docs/known_failures.md KF-5; huggingface/accelerate#3632 (GA sync, the "GradientAccumulationPlugin has
+Upstream:  KF-5; huggingface/accelerate#3632 (GA sync, the "GradientAccumulationPlugin has
            1, DeepSpeed config has N" warning every correct run prints on accelerate >= 1.8);
            modelscope/ms-swift#4348. Covers ms-swift 3.x, whose GRPOConfig.__post_init__ calls trl's.
 Affects:   trl >= 0.14 with deepspeed: late refusal on every version; the absent key trains with the wrong
            accumulation on accelerate < 1.8 and leaves DeepSpeed's own batch bookkeeping wrong on later ones.
+Catalogue: deepspeed-batch-keys-disagree (docs/failures.md)
 Remove when: transformers compares the batch keys in TrainingArguments.__post_init__ and treats an absent
            gradient_accumulation_steps like "auto".
 """

@@ -4,10 +4,11 @@ Symptom:   num_generations=1 on one GPU fails with "The global train batch size 
            evenly divisible by the number of generations per prompt (1)" (trl 0.15-0.16), raised in
            GRPOTrainer.__init__ after the model has loaded; newer versions answer impossible
            combinations with "Valid values: []" and no way forward.
-Upstream:  docs/known_failures.md KF-2; ms-swift reports of "Valid values: []"; trl moved the check to
+Upstream:  KF-2; ms-swift reports of "Valid values: []"; trl moved the check to
            GRPOConfig only in 0.18.
 Affects:   trl >= 0.14: before 0.18 the rules run after model loading; no version explains the zero
            advantage of num_generations=1 or names a setting that works.
+Catalogue: batch-rules-misleading (docs/failures.md)
 Remove when: upstream's GRPOConfig rejects every impossible setting itself, naming a valid one.
 """
 

@@ -3,8 +3,9 @@
 Symptom:   on trl <= 0.17 the batch rules run only after the policy and reference models have
            loaded (minutes on a large model) and give KF-2's misleading message; a config built
            before grpo_compat.apply(), or in another process, was never checked at all.
-Upstream:  docs/known_failures.md KF-2 (trl moved the checks to GRPOConfig in 0.18).
+Upstream:  KF-2 (trl moved the checks to GRPOConfig in 0.18).
 Affects:   trl >= 0.14 (the GRPOConfig created before apply() case is version independent).
+Catalogue: batch-rules-misleading (docs/failures.md)
 Remove when: every supported trl validates in GRPOConfig and trl.grpo-config-check is gone.
 """
 

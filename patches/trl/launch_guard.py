@@ -4,9 +4,10 @@ Symptom:   on a machine with more than one visible GPU, `python train.py` (no la
            wrap the model in torch.nn.DataParallel: "The size of tensor a (2) must match the size of
            tensor b (4) at non-singleton dimension 0" in SFTTrainer.compute_loss, or, with per-device
            batch 1, no error at all and training on 1/n_gpu of the data (transformers 4.51-4.56).
-Upstream:  huggingface/trl#3392, #3344 (docs/known_failures.md KF-4).
+Upstream:  huggingface/trl#3392, #3344 (KF-4).
 Affects:   trl >= 0.14 (every version with GRPO). trl >= 1.15 refuses `args.n_gpu > 1` itself, but
            only after the model has loaded, and without the command that would work.
+Catalogue: dataparallel-plain-python (docs/failures.md)
 Remove when: the oldest supported trl refuses this launch before loading the model, naming the command.
 
 Checked before upstream __init__, on the `args` passed in (found by parameter name). With args=None

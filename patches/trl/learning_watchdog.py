@@ -4,10 +4,11 @@ Symptom:   a GRPO run finishes without an error while the weights never change a
            exactly 0: zero advantages (every completion of a prompt rewarded alike), learning rate 0,
            an accumulation boundary never reached, frozen parameters, or bf16 weights without fp32
            master weights that round lr-1e-6 updates away.
-Upstream:  docs/known_failures.md KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
+Upstream:  KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
 Affects:   every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
            SwiftMixin.train -> super().train()). Settings: GRPO_COMPAT_WATCHDOG=warn|stop|off and the
            thresholds in grpo_compat/fixes/watchdog.py.
+Catalogue: no-learning (docs/failures.md)
 Remove when: never by version: the watchdog catches configurations, not an upstream bug.
 """
 

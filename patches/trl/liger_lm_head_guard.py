@@ -5,10 +5,11 @@ Symptom:   with use_liger_loss / use_liger_kernel, a model whose backbone alread
            remote-code models) hands logits (B, K, V) to Liger's fused loss, which multiplies them by
            lm_head.weight (V, H) again: "TorchRuntimeError ... a and b must have same reduction dim,
            but got [s0, 32000] X [4096, 32000]" deep inside torch.compile.
-Upstream:  docs/known_failures.md KF-3 (unsloth#1790 is the same projection in Unsloth's loss); TRL 1.6+
+Upstream:  KF-3 (unsloth#1790 is the same projection in Unsloth's loss); TRL 1.6+
            works around VLMs only (its comment: "base_model is self (re-runs lm_head)").
 Affects:   trl 0.17-1.13 (GRPOTrainer._get_last_hidden_state + compute_liger_loss). trl 1.14 projects in
            `_chunked_logps`, 1.15+ in the fused lm-head forward: other code, not wrapped here.
+Catalogue: lm-head-applied-twice (docs/failures.md)
 Remove when: the oldest supported trl is >= 1.14.
 
 The shape decision is grpo_compat.fixes.shapes.projection_input (shared with unsloth.lm-head-guard):

@@ -7,6 +7,7 @@ Upstream:  KF-1; modelscope/ms-swift #3377, #3096, #6035 (ms-swift reaches this 
 Affects:   trl >= 0.15: _get_per_token_logps (0.15-0.19, a tensor), _get_per_token_logps_and_entropies
            (0.20+, a 2-tuple; a 3-tuple from 1.7.1; the fused lm-head path from 1.15), compute_loss.
            Not trl 1.14.x: its method takes (model, *args), so calls pass through to upstream unchanged.
+Catalogue: logps-logits-to-keep-off-by-one (docs/failures.md)
 Remove when: upstream returns logits_to_keep columns and masks the ones no logit predicts.
 
 With K = logits_to_keep >= L, the first K - (L - 1) of the K columns have no predicting logit: they get

@@ -5,6 +5,7 @@ Symptom:   RuntimeError: The size of tensor a (8) must match the size of tensor 
            model whose forward accepts but ignores logits_to_keep (VLMs, custom wrappers).
 Upstream:  huggingface/trl#3681 (the trim logits[:, -logits_to_keep:] was removed; #3682 closed unmerged); KF-1.
 Affects:   trl 0.19.0 and 0.19.1 (_get_per_token_logps); the window is TRIM_MISSING below.
+Catalogue: logits-to-keep-ignored-trl-0.19 (docs/failures.md)
 Remove when: trl 0.19 is no longer supported.
 
 The model is handed to upstream behind alignment.KeepLastLogits, which keeps the logits_to_keep + 1

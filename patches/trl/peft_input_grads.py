@@ -10,6 +10,7 @@ Affects:   trl 0.14-0.15 with peft. Reentrant checkpointing (transformers 4.x's 
            that requires grad; the base model's embeddings are frozen, and PEFT only hooks them when
            checkpointing was already on when the adapter was added, which TRL 0.14/0.15 turn on later,
            in Trainer.train.
+Catalogue: peft-checkpointing-no-grad (docs/failures.md)
 Remove when: trl 0.16 is the oldest supported version.
 
 After GRPOTrainer.__init__, the model's input embeddings get transformers' own

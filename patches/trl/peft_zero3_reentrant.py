@@ -11,6 +11,7 @@ Upstream:  huggingface/trl#4951 (SFTTrainer, trl 0.28.0) and huggingface/trl#635
 Affects:   trl 0.14-1.8 with peft, ZeRO-3 and a DeepSpeed without #8148 (< 0.19.3), whenever
            checkpointing is non-reentrant: trl 0.27+ make use_reentrant=False the default, transformers 5
            too, and anyone may pass it. Reproduced on CPU with trl 0.29.1 + DeepSpeed 0.19.0 + peft 0.18.1.
+Catalogue: peft-zero3-checkpoint-error (docs/failures.md)
 Remove when: the oldest supported trl is 1.9, or the oldest supported DeepSpeed has #8148.
 
 Before GRPOTrainer.__init__, as trl 1.9 does: `gradient_checkpointing_kwargs["use_reentrant"] = True`,

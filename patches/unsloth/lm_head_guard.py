@@ -5,9 +5,10 @@ Symptom:   Unsloth's GRPO loss asks the model for hidden states (UNSLOTH_RETURN_
            before unsloth PR #1900, Nemotron-H, remote-code models) returns logits, and the compiled
            loss fails: "TorchRuntimeError ... a and b must have same reduction dim, but got
            [s0, 32000] X [4096, 32000]" (Mistral 7B, vocab 32000, hidden 4096).
-Upstream:  unslothai/unsloth#1790 (docs/known_failures.md KF-3); unsloth-zoo checked the width for VLMs in
+Upstream:  unslothai/unsloth#1790 (KF-3); unsloth-zoo checked the width for VLMs in
            2026.3.2 (#546) and for text models only from 2026.5.4 (#602, merged 2026-05-22).
 Affects:   unsloth-zoo 2025.2.5-2026.5.3 (the text path projects whatever the model returned).
+Catalogue: lm-head-applied-twice (docs/failures.md)
 Remove when: the oldest supported unsloth-zoo is >= 2026.5.4.
 
 What runs is not unsloth_zoo.rl_replacements: Unsloth copies those functions as source text into a

@@ -1,0 +1,130 @@
+"""The failure catalogue: every GRPO failure grpo_compat knows, its versions, and how it is handled.
+
+The records are data, in ``failures.toml`` beside this file (its header explains each field). Reading
+it imports neither torch nor any upstream library.
+
+    python -m grpo_compat.catalogue --markdown > docs/failures.md   # the generated docs
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from grpo_compat.core.versions import window_problem
+
+KINDS = ("crash", "misleading", "silent", "hang")
+HANDLINGS = ("fixed", "refused", "diagnosed", "explained")
+
+
+@dataclass(frozen=True)
+class Failure:
+    id: str
+    title: str
+    kind: str
+    patterns: tuple[str, ...]
+    affects: tuple[tuple[str, ...], ...]  # alternatives, each a set of windows that must all hold; () = every version
+    cause: str
+    fix: str
+    references: tuple[str, ...]
+    census: tuple[int, ...]
+    handling: str
+    patches: tuple[str, ...]
+    reproduced: str
+
+    def affects_versions(self, versions: dict[str, str | None] | None = None) -> bool:
+        """Whether these versions (default: the installed ones) fall in one of the record's windows."""
+        return not self.affects or any(window_problem(windows, versions) is None for windows in self.affects)
+
+    def matches(self, text: str) -> bool:
+        return any(re.search(pattern, text) for pattern in self.patterns)
+
+    def to_dict(self) -> dict:
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in vars(self).items()}
+
+
+class CatalogueError(ValueError):
+    """failures.toml has a record that does not follow the format of its header."""
+
+
+def _toml(text: str) -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
+def load_failures() -> list[Failure]:
+    """Every record of the catalogue, in file order."""
+    data = _toml(resources.files(__name__).joinpath("failures.toml").read_text(encoding="utf-8"))
+    failures = []
+    for record in data.get("failure", []):
+        try:
+            failures.append(
+                Failure(
+                    id=record["id"],
+                    title=record["title"],
+                    kind=record["kind"],
+                    patterns=tuple(record.get("patterns", ())),
+                    affects=tuple(tuple(windows) for windows in record.get("affects", ())),
+                    cause=" ".join(record["cause"].split()),
+                    fix=record["fix"],
+                    references=tuple(record.get("references", ())),
+                    census=tuple(record.get("census", ())),
+                    handling=record["handling"],
+                    patches=tuple(record.get("patches", ())),
+                    reproduced=record["reproduced"],
+                )
+            )
+        except KeyError as missing:
+            raise CatalogueError(f"failure {record.get('id', '?')!r} lacks the field {missing}") from None
+    return failures
+
+
+def affecting_this_install(versions: dict[str, str | None] | None = None) -> list[Failure]:
+    """The records whose windows the installed versions (or ``versions``) fall in."""
+    return [failure for failure in load_failures() if failure.affects_versions(versions)]
+
+
+def to_markdown(failures: list[Failure]) -> str:
+    lines = [
+        "# Known GRPO failures",
+        "",
+        "Generated from `grpo_compat/catalogue/failures.toml` (`python -m grpo_compat.catalogue --markdown`);",
+        "edit that file, not this one. Handling: fixed (a patch makes the run train), refused (before any model",
+        "loads, with the fix), diagnosed (the learning watchdog names it), explained (recorded; nothing prevents it).",
+        "Longer write-ups of KF-1 to KF-5: [known_failures.md](known_failures.md).",
+        "",
+        "| id | kind | versions | handling | patches |",
+        "|---|---|---|---|---|",
+    ]
+    for failure in failures:
+        versions = " or ".join(" + ".join(windows) for windows in failure.affects) or "all"
+        lines.append(
+            f"| [{failure.id}](#{failure.id.replace('.', '')}) | {failure.kind} | {versions} | {failure.handling} "
+            f"| {', '.join(failure.patches) or '-'} |"
+        )
+    for failure in failures:
+        lines += ["", f"## {failure.id}", "", f"**{failure.title}**", ""]
+        lines += [f"- Cause: {failure.cause}", f"- Fix: {failure.fix}", f"- Reproduced: {failure.reproduced}"]
+        if failure.patterns:
+            lines.append("- Identified by: " + "; ".join(f"`{pattern}`" for pattern in failure.patterns))
+        if failure.references:
+            lines.append(f"- Upstream: {', '.join(failure.references)}")
+        if failure.census:
+            lines.append(f"- Census rows: {', '.join(map(str, failure.census))}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m grpo_compat.catalogue", description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="the docs page (docs/failures.md)")
+    args = parser.parse_args(argv)
+    failures = load_failures()
+    print(to_markdown(failures) if args.markdown else json.dumps([f.to_dict() for f in failures], indent=2), end="")
+    return 0

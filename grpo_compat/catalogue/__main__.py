@@ -1,0 +1,5 @@
+import sys
+
+from grpo_compat.catalogue import main
+
+sys.exit(main())

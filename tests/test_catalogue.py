@@ -1,0 +1,90 @@
+"""The failure catalogue (grpo_compat/catalogue/failures.toml): well-formed, tied to the patches, shown by doctor."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from grpo_compat.catalogue import HANDLINGS, KINDS, affecting_this_install, load_failures, to_markdown
+from grpo_compat.core.registry import registered_patches
+from grpo_compat.core.versions import parse_window
+from tests.helpers import REPO
+
+FAILURES = load_failures()
+PATCH_IDS = {patch.id for patch in registered_patches()}
+
+
+@pytest.mark.parametrize("failure", FAILURES, ids=lambda f: f.id)
+def test_every_record_is_well_formed(failure):
+    assert failure.kind in KINDS and failure.handling in HANDLINGS
+    for windows in failure.affects:
+        for window in windows:
+            parse_window(window)  # raises on a malformed window
+    for pattern in failure.patterns:
+        re.compile(pattern)
+    assert set(failure.patches) <= PATCH_IDS, f"{failure.id} names a patch that does not exist"
+    assert failure.patches or failure.handling == "explained", "a record handled by grpo_compat names the patch"
+    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+#\d+", ref) for ref in failure.references)
+    assert failure.reproduced.strip()
+
+
+def test_record_ids_are_unique():
+    ids = [failure.id for failure in FAILURES]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_patch_has_a_record_and_its_docstring_names_it():
+    for patch in registered_patches():
+        records = {failure.id for failure in FAILURES if patch.id in failure.patches}
+        assert records, f"{patch.id} has no record in grpo_compat/catalogue/failures.toml"
+        named = re.search(r"^Catalogue:\s*(.+?)\s*\(docs/failures\.md\)$", patch.doc, re.M)
+        assert named and set(named.group(1).split(", ")) == records, f"{patch.id}: Catalogue: line"
+
+
+def test_the_generated_docs_are_current():
+    assert (REPO / "docs" / "failures.md").read_text() == to_markdown(FAILURES), (
+        "stale: python -m grpo_compat.catalogue --markdown > docs/failures.md"
+    )
+
+
+def test_records_match_by_version_window():
+    def ids(versions: dict) -> set[str]:
+        return {failure.id for failure in affecting_this_install(versions)}
+
+    old = ids({"trl": "0.19.1", "transformers": "4.52.4", "peft": "0.15.0"})
+    assert {"logits-to-keep-ignored-trl-0.19", "peft-checkpointing-no-grad"} - old == {"peft-checkpointing-no-grad"}
+    assert "logits-to-keep-ignored-trl-0.19" not in ids({"trl": "1.16.0"})
+    assert "deepspeed-loss-divided-twice" in ids({"transformers": "4.48.3", "deepspeed": "0.16.5"})
+    assert "deepspeed-loss-divided-twice" not in ids({"transformers": "4.48.3"})  # no DeepSpeed: not affected
+    assert "no-learning" in ids({})  # every version
+
+
+def test_records_recognise_their_upstream_error_texts():
+    by_id = {failure.id: failure for failure in FAILURES}
+    seen = {
+        "logps-logits-to-keep-off-by-one": "RuntimeError: Size does not match at dimension 0 expected index [269, 1] "
+        "to be smaller than self [268, 152064] apart from dimension 1",
+        "batch-rules-misleading": "ValueError: The global train batch size (1 x 4) must be evenly divisible by the "
+        "number of generations per prompt (1). Given the current train batch size, the valid values ... are: [].",
+        "lm-head-applied-twice": "a and b must have same reduction dim, but got [s0, 32000] X [4096, 32000]",
+        "peft-zero3-checkpoint-error": "torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed "
+        "values for the following tensors have different metadata than during the forward pass.",
+    }
+    for failure_id, text in seen.items():
+        assert by_id[failure_id].matches(text), failure_id
+        assert not by_id[failure_id].matches("FileNotFoundError: [Errno 2] No such file or directory: 'ds.json'")
+
+
+def test_doctor_lists_the_known_failures_of_this_install():
+    result = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor", "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    listed = {failure["id"] for failure in json.loads(result.stdout)["known_failures"]}
+    assert listed == {failure.id for failure in affecting_this_install()}
+    assert "no-learning" in listed
+    text = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor"], capture_output=True, text=True).stdout
+    assert "Known failures of these versions" in text
+    assert "no-learning (silent, diagnosed by trl.learning-watchdog)" in text
