@@ -20,7 +20,7 @@ CHECKS = ("ranks", "kl", "accumulation")
 class Reproducer:
     id: str
     patch: str  # the patch id this reproducer proves
-    known_failure: str  # KF-n in docs/known_failures.md
+    known_failure: str  # its record: KF-n (docs/known_failures.md) or an id of grpo_compat/catalogue/failures.toml
     script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe: a key of matrix/runs.py SCRIPTS
     requires: tuple[str, ...]  # version window of the cell (requirement strings)
     settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script
@@ -29,6 +29,9 @@ class Reproducer:
     flags: tuple[str, ...] = ()  # further smoke-script options
     launcher: str = "python"  # python | ddp | zero2 | zero3 (see matrix/runs.py command())
     checks: tuple[str, ...] = ()  # judge checks of matrix/runs.py CHECKS; `upstream` may match what they find
+    # A version skew: upstream fails every run of a cell in the window this way, so the cell's plain smoke
+    # runs expect `upstream` too (and their patched twins must train).
+    breaks_every_run: bool = False
 
 
 # DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs: ZeRO-3 runs need this window here.
@@ -393,6 +396,17 @@ REPRODUCERS += (
         upstream=_STALLED,
         patched=r"TrainingStalledError: GRPO is not learning: .*same reward.*advantage",
         checks=("learns",),
+    ),
+    Reproducer(
+        id="train-sampler-signature",
+        patch="trl.train-sampler-signature",
+        known_failure="trl-sampler-transformers-4.52",
+        script="grpo",
+        requires=("trl>=0.15,<0.17", "transformers>=4.52"),
+        settings=(),
+        upstream=r"_get_train_sampler\(\) takes 1 positional argument but 2 were given",
+        patched=None,
+        breaks_every_run=True,
     ),
 )
 # The `swift rlhf` command line with grpo_compat's plugin: the same refusals as in-process, but they must come

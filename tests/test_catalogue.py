@@ -28,7 +28,7 @@ def test_every_record_is_well_formed(failure):
         re.compile(pattern)
     assert set(failure.patches) <= PATCH_IDS, f"{failure.id} names a patch that does not exist"
     assert failure.patches or failure.handling == "explained", "a record handled by grpo_compat names the patch"
-    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+#\d+", ref) for ref in failure.references)
+    assert all(re.search(r"#\d+$", ref) for ref in failure.references)  # owner/repo#N, or as the census names it
     assert failure.reproduced.strip()
 
 

@@ -154,6 +154,9 @@ EFFECT_PROBES = {
     "trl.liger-lm-head-guard": None,
     # unsloth imports only on a GPU: its guard functions are tested on CPU by tests/test_lm_head_shape_guard.py.
     "unsloth.lm-head-guard": None,
+    # trl 0.15-0.16 with transformers >= 4.52 only: proven in the trl-0.16-tf4.52 cell (its matrix runs) and by
+    # tests/test_version_skew.py (patched weights equal trl 0.16.1 + transformers 4.51.3's).
+    "trl.train-sampler-signature": None,
     # Needs deepspeed (a DeepSpeed config cannot be built without it); also proven in the trl-1.16 and trl-0.16
     # cell envs, and for ms-swift 4.6 with DeepSpeed 0.19.8 beside it, by tests/test_deepspeed_agreement.py.
     "trl.deepspeed-agreement": (

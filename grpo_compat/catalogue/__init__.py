@@ -32,9 +32,12 @@ class Failure:
     handling: str
     patches: tuple[str, ...]
     reproduced: str
+    confirmed: bool = True  # False: reported, but it did not reproduce here; never listed as affecting an install
 
     def affects_versions(self, versions: dict[str, str | None] | None = None) -> bool:
         """Whether these versions (default: the installed ones) fall in one of the record's windows."""
+        if not self.confirmed:
+            return False
         return not self.affects or any(window_problem(windows, versions) is None for windows in self.affects)
 
     def matches(self, text: str) -> bool:
@@ -76,6 +79,7 @@ def load_failures() -> list[Failure]:
                     handling=record["handling"],
                     patches=tuple(record.get("patches", ())),
                     reproduced=record["reproduced"],
+                    confirmed=record.get("confirmed", True),
                 )
             )
         except KeyError as missing:
