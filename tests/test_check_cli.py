@@ -67,6 +67,19 @@ def test_ms_swift_arguments_with_that_versions_defaults(version, arguments, expe
     assert expected in result.stdout, result.stdout + result.stderr
 
 
+def test_a_named_ms_swift_3_is_checked_with_the_trl_it_runs_with_not_the_installed_one():
+    # ms-swift 3.3's METADATA: trl>=0.13,<0.17; this env has trl 1.16, which 3.3 cannot run with.
+    arguments = ("--", "--num_generations", "3", "--per_device_train_batch_size", "2")
+    result = check("--swift", "--swift-version", "3.3.1", *arguments)
+    first = result.stdout.splitlines()[0]
+    assert "ms-swift 3.3.1 (trl 0.16)" in first and "not the installed 1.16" in first, first
+    # trl 0.16's rule (the per-step batch must hold whole groups), not trl >= 0.18's (accumulated generation batch).
+    assert "per_device_train_batch_size 2 x 1 process(es) = 2 completions is not a multiple" in result.stdout
+    named = check("--swift", "--swift-version", "3.3.1", "--trl-version", "1.16.0", *arguments)
+    assert named.stdout.startswith("GRPO settings checked against ms-swift 3.3.1 (trl 1.16.0), ")
+    assert "x gradient_accumulation_steps 8 = 16 completions" in named.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -13,8 +13,9 @@ import os
 import re
 import sys
 
-# The distributions whose drift breaks GRPO runs; report() and doctor always show these.
-# liger-kernel and unsloth-zoo: their GRPO losses are patched too (KF-3), and the matrix plans by these versions.
+# The distributions whose drift breaks GRPO runs; report() and doctor always show these (read from
+# metadata, never imported). liger-kernel and unsloth-zoo: their GRPO losses are patched too (KF-3);
+# vllm, unsloth and bitsandbytes: the generation and quantisation paths the catalogue's skews involve.
 TRACKED_DISTRIBUTIONS = (
     "torch",
     "transformers",
@@ -23,8 +24,11 @@ TRACKED_DISTRIBUTIONS = (
     "accelerate",
     "deepspeed",
     "peft",
+    "vllm",
     "liger-kernel",
+    "unsloth",
     "unsloth-zoo",
+    "bitsandbytes",
 )
 
 # Import names that differ from their distribution name.

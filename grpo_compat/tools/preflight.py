@@ -10,9 +10,10 @@ import json
 import math
 import os
 import weakref
+from dataclasses import replace
 from pathlib import Path
 
-from grpo_compat.core.versions import installed_version, release
+from grpo_compat.core.versions import installed_version, release, window_problem
 from grpo_compat.fixes.validation import (
     GRPOSettings,
     Rules,
@@ -147,8 +148,31 @@ def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: in
     return int(env) if env and env.isdigit() else 1
 
 
+# The newest trl each ms-swift 3.x release series declares (its METADATA's trl upper bound, read for
+# 3.2.2 ... 3.12.6): `check --swift-version` uses that trl's rules when the installed trl cannot run it.
+# ms-swift 4.x decides its GRPO rules itself, whatever the trl.
+SWIFT_NEWEST_TRL = (
+    ("ms-swift>=3.0,<3.4", "0.16"),
+    ("ms-swift>=3.4,<3.5", "0.17"),
+    ("ms-swift>=3.5,<3.7", "0.19"),
+    ("ms-swift>=3.7,<3.9", "0.20"),
+    ("ms-swift>=3.9,<3.10", "0.23"),
+    ("ms-swift>=3.10,<4", "0.24"),
+)
+
+
 def rules_here(trl_version: str | None, swift_version: str | None) -> Rules:
-    return rules_for(trl_version or installed_version("trl"), swift_version)
+    """The rules to check with: a named trl; else the installed one, unless the named ms-swift cannot run with it."""
+    if trl_version or not swift_version:
+        return rules_for(trl_version or installed_version("trl"), swift_version)
+    installed = installed_version("trl")
+    swift = {"ms-swift": swift_version}
+    newest = next((trl for window, trl in SWIFT_NEWEST_TRL if window_problem((window,), swift) is None), None)
+    if newest is None or (installed and release(installed)[:2] <= release(newest)[:2]):
+        return rules_for(installed, swift_version)
+    rules = rules_for(newest, swift_version)
+    why = f"ms-swift {swift_version} runs with trl <= {newest}, not the installed {installed or 'none'}"
+    return replace(rules, name=f"{rules.name}; {why}")
 
 
 def swift_version_here(requested: str | None) -> str:
