@@ -31,13 +31,16 @@ def test_patches_ship_inside_grpo_compat(wheel):
     shipped = {n.removeprefix("grpo_compat/") for n in names if n.startswith("grpo_compat/patches/")}
     on_disk = {str(p.relative_to(REPO)) for p in (REPO / "patches").rglob("*.py")}
     assert on_disk <= shipped
+    assert "grpo_compat/catalogue/failures.toml" in names
 
 
 def test_console_script_and_core_dependency(wheel):
     (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     text = wheel.read(metadata).decode()
     core = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
-    assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging"]
+    # packaging, and tomli only where tomllib is missing (the catalogue is TOML).
+    assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging", "tomli"]
+    assert "python_version < \"3.11\"" in core[1]
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "grpo-compat = grpo_compat.tools.cli:main" in wheel.read(entry_points).decode()
 
