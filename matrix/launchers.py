@@ -11,7 +11,15 @@ from pathlib import Path
 
 from grpo_compat.testing.smoke import free_port
 
-LAUNCHERS = ("python", "ddp", "zero2", "zero3")
+
+def smoke_arguments(
+    script: Path, mode: str, device: str, model_dir: Path, output: Path, settings=(), flags=(), steps: int | None = None
+) -> list[str]:
+    """A smoke script (or probe) and its arguments, without an interpreter: what a launcher starts."""
+    arguments = [str(script), "--mode", mode, *(["--steps", str(steps)] if steps is not None else [])]
+    arguments += ["--device", device]
+    arguments += ["--model-dir", str(model_dir), "--output", str(output)]
+    return arguments + [arg for setting in settings for arg in ("--set", setting)] + list(flags)
 
 
 def deepspeed_config(stage: int, folder: Path) -> Path:
@@ -35,7 +43,10 @@ def deepspeed_config(stage: int, folder: Path) -> Path:
 
 
 def command(launcher: str, python: Path, script: list[str], scratch: Path) -> list[str]:
-    """The command line that starts ``script`` (a script and its arguments) with the cell's ``python``."""
+    """The command line that starts ``script`` (smoke_arguments) with the cell's ``python``.
+
+    ``launcher``: python (one process), ddp (2 gloo processes on CPU), zero2 or zero3 (DeepSpeed, 2 processes).
+    """
     if launcher == "python":
         return [str(python), *script]
     launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from grpo_compat.testing.smoke import parse_args, run_smoke
-from matrix.launchers import command
+from matrix.launchers import command, smoke_arguments
 
 PATCH = "trl.deepspeed-gas-double-scaling"
 SMOKE_SCRIPT = Path(__file__).resolve().parent / "smoke_grpo.py"
@@ -43,9 +43,9 @@ class ProbeFailed(AssertionError):
 def launch(launcher: str, args: argparse.Namespace, model_dir: Path, scratch: Path) -> dict:
     """The smoke run's JSON result of one launch; a failed launch is the probe's error."""
     output = scratch / f"{launcher}.json"
-    script = [str(SMOKE_SCRIPT), "--mode", args.mode, "--device", args.device, "--model-dir", str(model_dir)]
-    script += ["--output", str(output), *(arg for setting in (*SETTINGS, *args.set) for arg in ("--set", setting))]
-    script += ["--steps", "1"]  # only the first step sees identical weights in both launches
+    settings = (*SETTINGS, *args.set)
+    # One step: only the first step sees identical weights in both launches.
+    script = smoke_arguments(SMOKE_SCRIPT, args.mode, args.device, model_dir, output, settings, steps=1)
     cmd = command(launcher, Path(sys.executable), script, scratch)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, check=False)

@@ -54,7 +54,7 @@ class Run:
     kind: str  # the run kinds of the module docstring, e.g. single, zero3-ga8, harm:<variant>, repro:<id>
     mode: str  # plain | patched
     script: str  # key of SCRIPTS
-    launcher: str = "python"  # one of matrix/launchers.py LAUNCHERS
+    launcher: str = "python"  # python | ddp | zero2 | zero3 (matrix/launchers.py command())
     settings: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     expect_error: str | None = None  # regex over the error; None: the run must train
@@ -223,9 +223,8 @@ def command(run: Run, python: Path, model_dir: Path, output: Path, device: str, 
         source = os.environ.get(TRL_SOURCE_ENV, "")
         suite = [str(UPSTREAM_SUITE), "--mode", run.mode, *run.flags, "--source", source, "--output", str(output)]
         return [str(python), *suite, "--scratch", str(scratch / f"upstream-{run.mode}")]
-    script = [str(SCRIPTS[run.script].path), "--mode", run.mode, "--steps", str(STEPS), "--device", device]
-    script += ["--model-dir", str(model_dir), "--output", str(output)]
-    script += [arg for setting in run.settings for arg in ("--set", setting)] + list(run.flags)
+    path = SCRIPTS[run.script].path
+    script = launchers.smoke_arguments(path, run.mode, device, model_dir, output, run.settings, run.flags, STEPS)
     if run.variant is not None:
         return harm_sweep.launch(run.variant, python, script, scratch, free_port())
     return launchers.command(run.launcher, python, script, scratch)

@@ -153,8 +153,10 @@ def registered_patches() -> list[Patch]:
 
 
 def wrapping_order() -> tuple[str, ...]:
-    """Ids of the patches that share a target, outermost wrapper first (declared in ``grpo_compat.patches``)."""
-    registered_patches()
+    """Ids of the patches that share a target, outermost wrapper first (declared in ``grpo_compat.patches``).
+
+    Reads the package's ``__init__`` only: the patch modules need not be imported for it.
+    """
     import grpo_compat.patches as package
 
     return tuple(package.WRAPPING_ORDER)

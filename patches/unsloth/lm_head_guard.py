@@ -30,6 +30,7 @@ functions and shapes (tests/test_lm_head_shape_guard.py); on a GPU with Unsloth:
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import Any
 
 from grpo_compat.core.registry import patch_each
@@ -94,15 +95,14 @@ def guard_generated_module(module: Any) -> None:
 
     Not recorded for revert(): the module is new, and the guard only changes calls that would crash.
     """
-    import inspect
-
-    from grpo_compat.core.wrapping import is_wrapped_by, wrap
+    from grpo_compat.core.wrapping import is_wrapped_by, underlying_function, wrap
 
     grpo = getattr(module, "UnslothEfficientGRPO", None)
     owners = ((module, PROJECTION, guarded_projection), (grpo, "forward", guarded_grpo_forward))
     for owner, name, guard in owners:
-        raw = inspect.getattr_static(owner, name, None) if owner is not None else None
-        if callable(getattr(raw, "__func__", raw)) and not is_wrapped_by(raw, PATCH_ID):
+        # The module's and the class's own attribute only: an inherited forward is not the generated loss.
+        raw = vars(owner).get(name) if isinstance(owner, type | ModuleType) else None
+        if callable(underlying_function(raw)) and not is_wrapped_by(raw, PATCH_ID):
             wrap(owner, name, raw, guard, PATCH_ID)
 
 
