@@ -40,11 +40,18 @@ def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterabl
     patches off from the environment. With ``strict=True`` a patch that cannot apply raises
     :class:`PatchFailedError` instead of being skipped and reported.
     """
-    return _engine.apply(strict=strict, only=only, skip=skip)
+    from grpo_compat import crash_explanation
+
+    report = _engine.apply(strict=strict, only=only, skip=skip)
+    crash_explanation.install()  # a crash that is a known failure gets its explanation (GRPO_COMPAT_EXPLAIN=0: off)
+    return report
 
 
 def revert() -> Report:
     """Undo every applied patch, in reverse order, restoring the exact original objects."""
+    from grpo_compat import crash_explanation
+
+    crash_explanation.uninstall()
     return _engine.revert()
 
 

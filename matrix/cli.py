@@ -7,7 +7,14 @@ PYTHONPATH: the installed package never imports anything under matrix/.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from grpo_compat.tools.arguments import ArgumentParser
+
+
+class MatrixInputError(ValueError):
+    """A command-line value the matrix cannot use; the message names it and what was expected."""
 
 
 def _selected_cells(args: argparse.Namespace) -> list:
@@ -17,18 +24,27 @@ def _selected_cells(args: argparse.Namespace) -> list:
     names = quick_cells() if args.quick else [n for n in (args.cells or "").split(",") if n] or list(cells)
     unknown = [name for name in names if name not in cells]
     if unknown:
-        raise SystemExit(f"grpo-compat matrix: unknown cell(s) {', '.join(unknown)}; cells: {', '.join(cells)}")
+        raise MatrixInputError(f"--cells: unknown cell(s) {', '.join(unknown)}; cells: {', '.join(cells)}")
     chosen = [cells[name] for name in names if cells[name].device == args.device]
     if not chosen:
-        raise SystemExit(f"grpo-compat matrix: none of {', '.join(names)} is a {args.device} cell")
+        raise MatrixInputError(f"--cells: none of {', '.join(names)} is a {args.device} cell")
     return chosen
+
+
+def _folder(option: str, value: str | None, default: Path, must_exist: bool = False) -> Path:
+    folder = Path(value).resolve() if value else default
+    if not folder.is_dir() and (must_exist or folder.exists()):
+        raise MatrixInputError(f"{option} {value or folder}: expected a folder")
+    return folder
 
 
 def _run(args: argparse.Namespace) -> int:
     from matrix.runner import DEFAULT_RESULTS, run_matrix
 
-    wheelhouse = Path(args.wheelhouse).resolve() if args.wheelhouse else None
-    results = Path(args.results).resolve() if args.results else DEFAULT_RESULTS
+    if args.jobs < 1:
+        raise MatrixInputError(f"--jobs {args.jobs}: expected 1 or more cells at a time")
+    wheelhouse = _folder("--wheelhouse", args.wheelhouse, Path(), must_exist=True) if args.wheelhouse else None
+    results = _folder("--results", args.results, DEFAULT_RESULTS)
     return run_matrix(
         _selected_cells(args), results, jobs=args.jobs, wheelhouse=wheelhouse, quick=args.quick, only=args.runs
     )
@@ -38,10 +54,7 @@ def _report(args: argparse.Namespace) -> int:
     from matrix.report import write_reports
     from matrix.runner import DEFAULT_RESULTS
 
-    results = Path(args.results) if args.results else DEFAULT_RESULTS
-    if not results.is_dir():
-        raise SystemExit(f"grpo-compat matrix report: no results folder {results}")
-    for path in write_reports(results):
+    for path in write_reports(_folder("--results", args.results, DEFAULT_RESULTS, must_exist=True)):
         print(path)
     return 0
 
@@ -52,8 +65,8 @@ def _workflow(args: argparse.Namespace) -> int:
     return workflow_main(["--check"] if args.check else ["--write"])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-compat matrix", description="The version matrix (a source checkout).")
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="grpo-compat matrix", description="The version matrix (a source checkout).")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     run = actions.add_parser("run", help="build cell envs and run the smoke runs and reproducers")
     run.add_argument("--cells", help="comma-separated cell names (default: every cell of --device)")
@@ -74,5 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.run(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except MatrixInputError as error:
+        print(f"{parser.prog} {args.action}: {error}", file=sys.stderr)
+        return 2

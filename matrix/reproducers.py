@@ -20,7 +20,7 @@ CHECKS = ("ranks", "kl", "accumulation")
 class Reproducer:
     id: str
     patch: str  # the patch id this reproducer proves
-    known_failure: str  # its record: KF-n (docs/known_failures.md) or an id of grpo_compat/catalogue/failures.toml
+    failure: str  # the id of its record in grpo_compat/catalogue/failures.toml
     script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe: a key of matrix/runs.py SCRIPTS
     requires: tuple[str, ...]  # version window of the cell (requirement strings)
     settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script
@@ -41,7 +41,7 @@ REPRODUCERS = (
     Reproducer(
         id="single-generation",
         patch="trl.grpo-config-check",
-        known_failure="KF-2",
+        failure="batch-rules-misleading",
         script="grpo",
         requires=("trl>=0.14",),
         settings=("num_generations=1",),
@@ -52,7 +52,7 @@ REPRODUCERS = (
     Reproducer(
         id="single-generation-swift",
         patch="swift.grpo-arguments-check",
-        known_failure="KF-2",
+        failure="batch-rules-misleading",
         script="swift",
         requires=("ms-swift>=3.1.1",),
         settings=("num_generations=1",),
@@ -63,7 +63,7 @@ REPRODUCERS = (
     Reproducer(
         id="impossible-batch",
         patch="trl.grpo-config-check",
-        known_failure="KF-2",
+        failure="batch-rules-misleading",
         script="grpo",
         requires=("trl>=0.15",),
         settings=("num_generations=3", "per_device_train_batch_size=4"),
@@ -73,7 +73,7 @@ REPRODUCERS = (
     Reproducer(
         id="impossible-batch-swift",
         patch="swift.grpo-arguments-check",  # on ms-swift 3.x, trl.grpo-config-check does it
-        known_failure="KF-2",
+        failure="batch-rules-misleading",
         script="swift",
         requires=("ms-swift>=3.1.1",),
         settings=("num_generations=3", "per_device_train_batch_size=4"),
@@ -83,7 +83,7 @@ REPRODUCERS = (
     Reproducer(
         id="late-apply",
         patch="trl.grpo-trainer-check",
-        known_failure="KF-2",
+        failure="batch-rules-misleading",
         script="grpo",
         # trl < 0.18 checks only in GRPOTrainer, after the model loads; later ones refuse in GRPOConfig.
         requires=("trl>=0.14,<0.18",),
@@ -95,7 +95,7 @@ REPRODUCERS = (
     Reproducer(
         id="data-parallel-launch",
         patch="trl.launch-guard",
-        known_failure="KF-4",
+        failure="dataparallel-plain-python",
         script="grpo",
         # Upstream trains on, silently, with DataParallel over the (faked) 2 GPUs.
         requires=("trl>=0.14,<1.15",),
@@ -107,7 +107,7 @@ REPRODUCERS = (
     Reproducer(
         id="data-parallel-launch-refused-late",
         patch="trl.launch-guard",
-        known_failure="KF-4",
+        failure="dataparallel-plain-python",
         script="grpo",
         # trl >= 1.15 refuses, but only after loading the model, and without the command to use.
         requires=("trl>=1.15",),
@@ -119,7 +119,7 @@ REPRODUCERS = (
     Reproducer(
         id="logps-full-length",
         patch="trl.logps-alignment",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps",
         requires=("trl>=0.15",),
         settings=(),
@@ -131,7 +131,7 @@ REPRODUCERS = (
     Reproducer(
         id="logps-untrimmed-logits",
         patch="trl.logps-trim-logits",
-        known_failure="KF-1",
+        failure="logits-to-keep-ignored-trl-0.19",
         script="logps",
         requires=("trl>=0.19.0,<0.20",),
         settings=("bf16=false",),  # fp32 on GPU cells too: in bf16 the log-probs come out shifted, no error
@@ -142,7 +142,7 @@ REPRODUCERS = (
     Reproducer(
         id="untrimmed-logits-training",
         patch="trl.logps-trim-logits",
-        known_failure="KF-1",
+        failure="logits-to-keep-ignored-trl-0.19",
         script="grpo",
         requires=("trl>=0.19.0,<0.20",),
         settings=("bf16=false",),  # fp32 on GPU cells too: in bf16 upstream trains on shifted log-probs silently
@@ -153,7 +153,7 @@ REPRODUCERS = (
     Reproducer(
         id="liger-logits-as-hidden",
         patch="trl.liger-lm-head-guard",
-        known_failure="KF-3",
+        failure="lm-head-applied-twice",
         script="lm-head",
         requires=("trl>=0.17,<1.14", "liger-kernel>=0.5.8"),
         settings=(),
@@ -164,7 +164,7 @@ REPRODUCERS = (
     Reproducer(
         id="unsloth-logits-as-hidden",
         patch="unsloth.lm-head-guard",
-        known_failure="KF-3",
+        failure="lm-head-applied-twice",
         script="lm-head-unsloth",
         # Unsloth imports only on a GPU and no cell carries it yet: planned nowhere for now (GPU proof pending).
         # zoo 2026.1.2+ only: the probe calls the generated module's chunked_hidden_states_selective_log_softmax.
@@ -176,7 +176,7 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-swift3",
         patch="swift.logps-alignment-3x",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=3.5,<4,!=3.7.*",),
         settings=(),
@@ -186,7 +186,7 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-swift4",
         patch="swift.logps-alignment",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=4.4",),
         settings=(),
@@ -196,7 +196,7 @@ REPRODUCERS = (
     Reproducer(
         id="padding-free-bf16-swift3",
         patch="swift.logps-alignment-3x",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=3.12,<4",),
         # padding_free is set on the template (no flash attention on CPU); bf16 weights, no mixed precision.
@@ -207,7 +207,7 @@ REPRODUCERS = (
     Reproducer(
         id="padding-free-bf16-swift4",
         patch="swift.logps-alignment",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=4.4",),
         settings=("torch_dtype=bfloat16", "bf16=false", "padding_free=true"),
@@ -217,7 +217,7 @@ REPRODUCERS = (
     Reproducer(
         id="sequence-parallel-padding-swift3",
         patch="swift.logps-alignment-3x",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=3.11,<4",),
         # The probe runs as 2 CPU processes and pads the batch to an odd length: swift pads it for 2 ranks.
@@ -228,7 +228,7 @@ REPRODUCERS = (
     Reproducer(
         id="sequence-parallel-padding-swift4",
         patch="swift.logps-alignment",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=4.4",),
         settings=("sequence_parallel_size=2",),
@@ -238,7 +238,7 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-training-swift3",
         patch="swift.logps-alignment-3x",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="swift",
         requires=("ms-swift>=3.5,<4,!=3.7.*",),
         settings=(),
@@ -249,7 +249,7 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-training-swift4",
         patch="swift.logps-alignment",
-        known_failure="KF-1",
+        failure="logps-logits-to-keep-off-by-one",
         script="swift",
         requires=("ms-swift>=4.4",),
         settings=(),
@@ -260,7 +260,7 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-accumulation-contradiction",
         patch="trl.deepspeed-agreement",
-        known_failure="KF-5",
+        failure="deepspeed-batch-keys-disagree",
         script="grpo",
         requires=("trl>=0.14", "deepspeed>=0.14"),
         # The field report's batch with a ds.json that hard-codes 4: upstream refuses only once the policy has
@@ -280,7 +280,7 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-accumulation-absent",
         patch="trl.deepspeed-agreement",
-        known_failure="KF-5",
+        failure="deepspeed-batch-keys-disagree",
         script="grpo",
         # accelerate < 1.8 lets DeepSpeed's own accumulation decide when the optimizer steps: 1, which accelerate
         # inserts for the absent key, so the optimizer steps on every micro-batch. No error, no warning.
@@ -295,7 +295,7 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-accumulation-contradiction-swift4",
         patch="swift.deepspeed-agreement",
-        known_failure="KF-5",
+        failure="deepspeed-batch-keys-disagree",
         script="swift",
         # No ms-swift 4 cell carries deepspeed yet: planned nowhere. By hand (swift 4.6 + DeepSpeed 0.19.8, 2 CPU
         # processes) the patched run is refused while swift parses its arguments, before any model loads; the
@@ -314,7 +314,7 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-ga-double-scaling",
         patch="trl.deepspeed-gas-double-scaling",
-        known_failure="KF-5",
+        failure="deepspeed-loss-divided-twice",
         script="ga-scaling",  # one GRPO step, GA 4, launched with DDP and with ZeRO-2: same grad_norm expected
         requires=("trl>=0.14", "transformers>=4.48.0,<4.49", "deepspeed"),
         settings=(),
@@ -324,7 +324,7 @@ REPRODUCERS = (
     Reproducer(
         id="peft-checkpointing-no-input-grads",
         patch="trl.peft-input-grads",
-        known_failure="KF-5",
+        failure="peft-checkpointing-no-grad",
         script="grpo",
         requires=("trl>=0.14,<0.16", "peft"),
         settings=("gradient_checkpointing=true",),  # transformers 4.x: reentrant
@@ -335,7 +335,7 @@ REPRODUCERS = (
     Reproducer(
         id="peft-zero3-checkpoint-error",
         patch="trl.peft-zero3-reentrant",
-        known_failure="KF-5",
+        failure="peft-zero3-checkpoint-error",
         script="grpo",
         # trl >= 0.27 defaults to non-reentrant checkpointing; DeepSpeed#8148 (0.19.3) fixed it on its side.
         # DeepSpeed >= 0.19.0 for stage3_allgather_sequential: older ZeRO-3 on CPU/gloo waits only for the last
@@ -371,7 +371,7 @@ REPRODUCERS += tuple(
     Reproducer(
         id=f"watchdog-{suffix}",
         patch="trl.learning-watchdog",
-        known_failure="KF-5",
+        failure="no-learning",
         script="grpo",
         requires=("trl>=0.14", *window),
         settings=settings,
@@ -388,7 +388,7 @@ REPRODUCERS += (
     Reproducer(
         id="watchdog-constant-reward-swift",
         patch="trl.learning-watchdog",
-        known_failure="KF-5",
+        failure="no-learning",
         script="swift",
         requires=("ms-swift>=3.5",),
         settings=(),
@@ -400,7 +400,7 @@ REPRODUCERS += (
     Reproducer(
         id="train-sampler-signature",
         patch="trl.train-sampler-signature",
-        known_failure="trl-sampler-transformers-4.52",
+        failure="trl-sampler-transformers-4.52",
         script="grpo",
         requires=("trl>=0.15,<0.17", "transformers>=4.52"),
         settings=(),

@@ -199,7 +199,9 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: b
             )
             save()
         failed = [r for r in record["runs"] if r["status"] not in ("pass", "skipped")]
-        record["status"] = "fail" if failed else "pass"
+        record["status"] = "fail" if failed or not runs else "pass"
+        if not runs:  # never a silent pass: a --runs glob that selects nothing here is a mistake
+            record["reason"] = f"no run kind of this cell matches --runs {only!r}"
     except Exception as error:  # noqa: BLE001 - a runner crash is this cell's result, not the matrix's end
         record["reason"] = f"runner crashed: {type(error).__name__}: {error}"
         record["runner_traceback"] = traceback.format_exc()

@@ -146,7 +146,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
         return runs + _reproducer_runs(versions)
     # Plain cannot train in this cell: its smoke runs reproduce the skew and the patched ones must train; the
     # other reproducers and trl's own suites need a plain run that trains, and run in the other cells.
-    expectation = f"upstream fails ({skew.known_failure})"
+    expectation = f"upstream fails ({skew.failure})"
     runs = [
         replace(run, expect_error=skew.upstream, expectation=expectation)
         if run.mode == "plain"
@@ -193,7 +193,7 @@ def _reproducer_runs(versions: dict[str, str | None]) -> list[Run]:
             continue
         silently = " silently: runs on without a word" if reproducer.upstream is None else ""
         expectations = {
-            "plain": (reproducer.upstream, f"upstream fails ({reproducer.known_failure}){silently}"),
+            "plain": (reproducer.upstream, f"upstream fails ({reproducer.failure}){silently}"),
             "patched": (reproducer.patched, "grpo_compat's message" if reproducer.patched else _success(reproducer)),
         }
         for mode, (expect_error, expectation) in expectations.items():

@@ -24,8 +24,10 @@ def test_every_record_is_well_formed(failure):
     for windows in failure.affects:
         for window in windows:
             parse_window(window)  # raises on a malformed window
-    for pattern in failure.patterns:
+    for pattern in failure.patterns + failure.hints:
         re.compile(pattern)
+        # explain searches line by line near its anchor words (grpo_compat/catalogue/log_matching.py)
+        assert "\\n" not in pattern and "(?s" not in pattern, f"{failure.id}: a pattern spans lines"
     assert set(failure.patches) <= PATCH_IDS, f"{failure.id} names a patch that does not exist"
     assert failure.patches or failure.handling == "explained", "a record handled by grpo_compat names the patch"
     assert all(re.search(r"#\d+$", ref) for ref in failure.references)  # owner/repo#N, or as the census names it

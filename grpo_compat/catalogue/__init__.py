@@ -24,6 +24,7 @@ class Failure:
     title: str
     kind: str
     patterns: tuple[str, ...]
+    hints: tuple[str, ...]  # generic messages / settings: "possibly", and only on the versions of `affects`
     affects: tuple[tuple[str, ...], ...]  # alternatives, each a set of windows that must all hold; () = every version
     cause: str
     fix: str
@@ -71,6 +72,7 @@ def load_failures() -> list[Failure]:
                     title=record["title"],
                     kind=record["kind"],
                     patterns=tuple(record.get("patterns", ())),
+                    hints=tuple(record.get("hints", ())),
                     affects=tuple(tuple(windows) for windows in record.get("affects", ())),
                     cause=" ".join(record["cause"].split()),
                     fix=record["fix"],
@@ -115,6 +117,8 @@ def to_markdown(failures: list[Failure]) -> str:
         lines += [f"- Cause: {failure.cause}", f"- Fix: {failure.fix}", f"- Reproduced: {failure.reproduced}"]
         if failure.patterns:
             lines.append("- Identified by: " + "; ".join(f"`{pattern}`" for pattern in failure.patterns))
+        if failure.hints:
+            lines.append("- Possibly, on its versions: " + "; ".join(f"`{hint}`" for hint in failure.hints))
         if failure.references:
             lines.append(f"- Upstream: {', '.join(failure.references)}")
         if failure.census:

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from grpo_compat.tools.arguments import ArgumentParser
+
 
 def _doctor(args: argparse.Namespace) -> int:
     from grpo_compat.tools.doctor import diagnose, format_diagnosis
@@ -22,6 +24,8 @@ def _check(args: argparse.Namespace) -> int:
 
     try:
         world_size = preflight.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
+        trl_version = preflight.checked_version("--trl-version", args.trl_version)
+        args.swift_version = preflight.checked_version("--swift-version", args.swift_version)
         if args.swift:
             swift_version = preflight.swift_version_here(args.swift_version)
             swift_arguments = preflight.parse_swift_arguments(args.arguments)
@@ -33,7 +37,7 @@ def _check(args: argparse.Namespace) -> int:
                 )
             settings = preflight.trl_settings(preflight.load_config_file(Path(args.arguments[0])), world_size)
             swift_version = None
-        rules = preflight.rules_here(args.trl_version, swift_version)
+        rules = preflight.rules_here(trl_version, swift_version)
     except preflight.PreflightInputError as error:
         print(f"grpo-compat check: {error}", file=sys.stderr)
         return 2
@@ -63,6 +67,12 @@ def _check(args: argparse.Namespace) -> int:
         print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
         print(describe(findings) if findings else "ok: these settings can train")
     return 1 if errors else 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from grpo_compat.tools import explain
+
+    return explain.run(args.log, args.version, args.json)
 
 
 def _plugin_path(args: argparse.Namespace) -> int:
@@ -95,8 +105,8 @@ def _matrix(matrix_arguments: list[str]) -> int:
         return 130
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo-compat", description="GRPO compatibility fixes for TRL and ms-swift.")
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="grpo-compat", description="GRPO compatibility fixes for TRL and ms-swift.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor = commands.add_parser(
         "doctor", help="show versions, which patches would apply and why, and known environment problems"
@@ -115,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--swift-version", help="check against this ms-swift version instead of the installed one")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)
+    explain = commands.add_parser(
+        "explain", help="which known failures a log or traceback shows, why, and what to change"
+    )
+    explain.add_argument(
+        "log", help="a log file, or - for standard input (python train.py 2>&1 | grpo-compat explain -)"
+    )
+    explain.add_argument(
+        "--version",
+        action="append",
+        default=[],
+        metavar="PACKAGE==VERSION",
+        help="the versions the log comes from (default: those the log states, else the installed ones)",
+    )
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.set_defaults(run=_explain)
     plugin = commands.add_parser(
         "plugin-path",
         help='the ms-swift plugin file: swift rlhf ... --external_plugins "$(grpo-compat plugin-path)"',

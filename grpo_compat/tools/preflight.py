@@ -10,7 +10,7 @@ import json
 import math
 import os
 import weakref
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from grpo_compat.core.versions import installed_version, release, window_problem
@@ -35,13 +35,21 @@ class PreflightInputError(ValueError):
 def load_config_file(path: Path) -> dict:
     """A TRL config file as ``trl grpo --config`` reads it (YAML or JSON)."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as error:
-        raise PreflightInputError(f"cannot read {path}: {error.strerror}") from None
+        raise PreflightInputError(f"cannot read {path}: {error.strerror or error}") from None
+    if not data.strip():
+        raise PreflightInputError(f"{path} is empty: expected a TRL config file (YAML or JSON)")
+    if b"\x00" in data:
+        raise PreflightInputError(f"{path} is binary data: expected a TRL config file (YAML or JSON)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PreflightInputError(f"{path} is not UTF-8 text (byte {error.start}): expected YAML or JSON") from None
     if path.suffix == ".json":
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as error:
+        except (ValueError, RecursionError) as error:  # JSONDecodeError; an int too long to convert
             raise PreflightInputError(f"{path} is not valid JSON: {error}") from None
     else:
         try:
@@ -50,11 +58,17 @@ def load_config_file(path: Path) -> dict:
             raise PreflightInputError("reading YAML needs PyYAML: pip install pyyaml (or pass a .json file)") from None
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise PreflightInputError(f"{path} is not valid YAML: {error}") from None
+        except (yaml.YAMLError, ValueError, RecursionError) as error:
+            raise PreflightInputError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
     if not isinstance(data, dict):
         raise PreflightInputError(f"{path} must hold a mapping of GRPOConfig fields, got {type(data).__name__}")
     return data
+
+
+# swift rlhf arguments the check reads that take a value: swift refuses them given as a bare flag.
+SWIFT_VALUE_ARGUMENTS = frozenset(
+    {f.name for f in fields(GRPOSettings) if f.type != "bool"} - {"world_size", "deepspeed_stage"} | {"deepspeed"}
+)
 
 
 def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
@@ -74,6 +88,9 @@ def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
                 if parsed[key] is True
                 else [*([parsed[key]] if not isinstance(parsed[key], list) else parsed[key]), value]
             )
+    missing = sorted(key for key in SWIFT_VALUE_ARGUMENTS if parsed.get(key) is True)
+    if missing:
+        raise PreflightInputError(f"--{missing[0]} needs a value (swift rlhf refuses it without one)")
     return parsed
 
 
@@ -139,7 +156,19 @@ def refuse_impossible_swift_grpo(arguments: object) -> None:
         pass
 
 
+def checked_version(option: str, version: str | None) -> str | None:
+    """A version given on the command line, refused unless it reads as one."""
+    try:
+        version is None or release(version)
+    except ValueError:
+        raise PreflightInputError(f"{option} {version!r}: expected a version such as 0.16.1") from None
+    return version
+
+
 def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int) -> int:
+    for option, count in (("--world-size", world_size), ("--nproc-per-node", nproc_per_node), ("--nnodes", nnodes)):
+        if count is not None and count < 1:
+            raise PreflightInputError(f"{option} {count}: expected 1 or more")
     if world_size:
         return world_size
     if nproc_per_node:

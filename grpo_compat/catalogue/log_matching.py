@@ -1,0 +1,258 @@
+"""Which failures of the catalogue a log or traceback shows, on which versions, and what grpo_compat does about them.
+
+Works on what users paste: ranks' ``[rank0]:`` prefixes and interleaved ranks, ANSI colours, progress
+bars redrawn with carriage returns, chained tracebacks, ``pip freeze`` / ``trl env`` output. A record's
+``patterns`` identify it ("matches"); its ``hints`` are generic messages or settings that only make it
+possible ("possibly"), and count only where the versions fall in its window. Imports no upstream library.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+from grpo_compat.catalogue import Failure, load_failures
+from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_versions, parse_window, window_problem
+
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# What launchers put before each line of a rank: torch's `[rank0]:`, torchrun --tee's `[default0]:`, mpirun's.
+# Line-start patterns begin with a literal newline rather than ^ in MULTILINE mode: re then jumps from
+# newline to newline instead of trying every position (4x faster on a 10 MB log); the text gets a leading "\n".
+_RANK_PREFIX = re.compile(r"\n(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<std(?:out|err)>):[ \t]?")
+# The catalogue's patterns are searched only near these words: the line holding one and the few after it,
+# where a long message goes on (torch._dynamo puts the error several lines after its own name), and a line
+# that repeats one already taken (digits aside: a warning or a metric logged every step) only once. One
+# pass of this regex instead of one per pattern keeps a 10 MB log well under 200 ms; tests/test_explain.py
+# checks that every fixture gives the same matches as a search of the whole text.
+ANCHORS = re.compile(
+    r"Error|Exception|Warning|WARNING|ERROR|GRPO is not learning|RLHF|INFO\] \[config\.py"
+    r"|'frac_reward_zero_std': 1\.0|'grad_norm': 0\.0"
+)
+LINES_AFTER_ANCHOR = 8
+_DIGITS = str.maketrans("", "", "0123456789")
+
+_ALIASES = {"pytorch": "torch", "swift": "ms-swift", "ms_swift": "ms-swift", "liger_kernel": "liger-kernel"}
+_NAME = r"[A-Za-z][A-Za-z0-9_.-]*"
+_VERSION = r"v?(\d+(?:\.\d+)+[A-Za-z0-9.+!-]*)"
+# One pass for the line-shaped sources: pip freeze / requirements, trl env / transformers env, pip show, pip list.
+_VERSION_LINE = re.compile(
+    rf"\n[ \t]*(?:(?P<freeze>{_NAME})[ \t]*==[ \t]*{_VERSION}"
+    rf"|[-*][ \t]*`?(?P<env>{_NAME})`?[ \t]+version[^:\n]*:[ \t]*{_VERSION}"
+    rf"|Name: (?P<show>{_NAME})\nVersion: {_VERSION}"
+    rf"|(?P<list>{_NAME})[ \t]+{_VERSION}[ \t]*$)",
+    re.M | re.I,
+)
+_DEEPSPEED_LINE = re.compile(r"DeepSpeed info: version=" + _VERSION)  # DeepSpeed's own start-up line
+# A path into an install: found from its literal end, since a name pattern scanning forward backtracks
+# quadratically through a long line of name characters.
+_DIST_INFO = re.compile(r"\.dist-info\b")
+_DIST_INFO_NAME = re.compile(rf"({_NAME})-{_VERSION}$")
+_REPORT_LINE = re.compile(r"grpo_compat report \([^)]*\): ([^\n]*)")  # grpo_compat.report()'s first line
+
+
+@dataclass(frozen=True)
+class Match:
+    failure: Failure
+    certain: bool  # a pattern of the record matched; else one of its hints did
+    evidence: str  # the line of the log that matched
+    expected_here: bool  # the versions fall in the record's windows
+    prevented_by: tuple[str, ...]  # patches that handle it on these versions
+
+    def to_dict(self) -> dict:
+        return {
+            **self.failure.to_dict(),
+            "certainty": "matches" if self.certain else "possibly",
+            "evidence": self.evidence,
+            "expected_on_these_versions": self.expected_here,
+            "prevented_by": list(self.prevented_by),
+        }
+
+
+@dataclass
+class Explanation:
+    versions: dict[str, str]  # distribution -> version used
+    version_sources: dict[str, str]  # distribution -> "log" | "installed" | "given"
+    matches: list[Match] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "versions": {
+                name: {"version": version, "from": self.version_sources[name]}
+                for name, version in self.versions.items()
+            },
+            "matches": [match.to_dict() for match in self.matches],
+        }
+
+
+def normalise(text: str) -> str:
+    """Without ANSI colours and ranks' line prefixes; a progress bar's carriage returns become line ends."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _RANK_PREFIX.sub("\n", "\n" + text)[1:]
+
+
+def near_anchors(text: str) -> str:
+    """The lines of ``text`` that hold an anchor word, with the LINES_AFTER_ANCHOR lines after each."""
+    pieces: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    start = end = line_end = 0
+    for anchor in ANCHORS.finditer(text):
+        if anchor.start() < line_end:  # on the line of the anchor before: nothing new
+            continue
+        line_start = text.rfind("\n", 0, anchor.start()) + 1
+        newline = text.find("\n", anchor.end())
+        line_end = len(text) if newline == -1 else newline + 1
+        repeat = (anchor.group(), text[line_start:line_end].translate(_DIGITS))
+        if repeat in seen:
+            continue
+        seen.add(repeat)
+        if line_start >= end:  # past the region taken so far: close it, open one at this line
+            pieces.append(text[start:end])
+            start = line_start
+        stop = line_end
+        for _ in range(LINES_AFTER_ANCHOR):
+            newline = text.find("\n", stop)
+            stop = len(text) if newline == -1 else newline + 1
+        end = max(end, stop)
+    pieces.append(text[start:end])
+    return "".join(pieces)
+
+
+def versions_in(text: str) -> dict[str, str]:
+    """The tracked distributions' versions a log states (pip freeze / list / show, trl env, a grpo_compat report)."""
+    found: dict[str, str] = {}
+
+    def note(name: str, version: str) -> None:
+        name = _ALIASES.get(name.lower().replace("`", ""), name.lower().replace("_", "-"))
+        if name in TRACKED_DISTRIBUTIONS:
+            found.setdefault(name, version)
+
+    for line in _VERSION_LINE.finditer("\n" + text):
+        kind = next(group for group in ("freeze", "env", "show", "list") if line.group(group))
+        note(line.group(kind), line.group(line.re.groupindex[kind] + 1))
+    for line in _DEEPSPEED_LINE.finditer(text):
+        note("deepspeed", line.group(1))
+    for end in _DIST_INFO.finditer(text):
+        folder = _DIST_INFO_NAME.search(text, max(0, end.start() - 120), end.start())
+        if folder:
+            note(folder.group(1), folder.group(2))
+    for line in _REPORT_LINE.finditer(text):
+        for part in line.group(1).split(", "):
+            name, _, version = part.partition(" ")
+            note(name, version.strip())
+    return found
+
+
+def _line_at(text: str, position: int) -> str:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    line = text[start : end if end != -1 else len(text)].strip()
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
+    for pattern in patterns:
+        found = re.search(pattern, text)
+        if found:
+            return _line_at(text, found.start())
+    return None
+
+
+def _may_hold(windows: tuple[str, ...], versions: dict[str, str]) -> bool:
+    """Whether the versions may fall in these windows: a package of unknown version does not rule them out."""
+    known = tuple(window for window in windows if parse_window(window)[0] in versions)
+    return window_problem(known, versions) is None
+
+
+def _patches_for(failure: Failure, versions: dict[str, str]) -> tuple[str, ...]:
+    if not failure.patches:
+        return ()
+    from grpo_compat.core.registry import registered_patches
+
+    return tuple(
+        patch.id
+        for patch in registered_patches()
+        if patch.id in failure.patches and window_problem(patch.requires, versions) is None
+    )
+
+
+def explain(
+    text: str,
+    given: dict[str, str] | None = None,
+    installed: dict[str, str | None] | None = None,
+) -> Explanation:
+    """The catalogue's records that ``text`` shows. Versions: ``given``, else the log's, else ``installed``."""
+    from_log = versions_in(text)
+    installed = installed_versions() if installed is None else installed
+    versions: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for name in TRACKED_DISTRIBUTIONS:
+        for source, known in (("given", given or {}), ("log", from_log), ("installed", installed)):
+            if known.get(name):
+                versions[name], sources[name] = known[name], source
+                break
+    explanation = Explanation(versions, sources)
+    text = normalise(near_anchors(text))
+    for failure in load_failures():
+        expected = not failure.affects or any(_may_hold(windows, versions) for windows in failure.affects)
+        evidence = _first_match(failure.patterns, text)
+        certain = evidence is not None
+        if evidence is None and expected:  # a generic message counts only on the versions it belongs to
+            evidence = _first_match(failure.hints, text)
+        if evidence is not None:
+            prevented = _patches_for(failure, versions) if failure.handling != "explained" else ()
+            explanation.matches.append(Match(failure, certain, evidence, expected, prevented))
+    explanation.matches.sort(key=lambda m: (not m.certain, not m.expected_here))
+    return explanation
+
+
+_HANDLED = {
+    "fixed": "makes the run train",
+    "refused": "refuses it before any model loads, naming the fix",
+    "diagnosed": "names the cause while training (the learning watchdog)",
+}
+
+
+def _grpo_compat_line(match: Match) -> str:
+    failure = match.failure
+    if failure.handling == "explained":
+        return "grpo_compat does not prevent it: make the change above."
+    if not match.prevented_by:
+        return f"grpo_compat's patches for it ({', '.join(failure.patches)}) do not apply to these versions."
+    return (
+        f"handled on these versions ({_HANDLED[failure.handling]}) by {', '.join(match.prevented_by)}, "
+        "with grpo_compat.apply() in the script or the ms-swift plugin "
+        '(swift rlhf ... --external_plugins "$(grpo-compat plugin-path)").'
+    )
+
+
+def format_explanation(explanation: Explanation, source: str, width: int = 100) -> str:
+    """The text `grpo-compat explain` prints."""
+    used = ", ".join(
+        f"{name} {version} ({explanation.version_sources[name]})" for name, version in explanation.versions.items()
+    )
+    count = len(explanation.matches)
+    lines = [f"{source}: {count} known failure{'s' if count != 1 else ''} found", f"versions used: {used or 'none'}"]
+    wrap = textwrap.TextWrapper(
+        width=width, initial_indent="", subsequent_indent=" " * 17, break_on_hyphens=False, break_long_words=False
+    )
+    for number, match in enumerate(explanation.matches, 1):
+        failure = match.failure
+        certainty = "matches" if match.certain else "possibly (a generic message, or a silent failure's setting)"
+        lines += ["", f"[{number}] {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
+        if not match.expected_here:
+            lines.append("    not expected on these versions: the text matched, the version window did not")
+        if not failure.confirmed:
+            lines.append("    reported upstream, not reproduced by grpo_compat: " + failure.reproduced)
+        for label, value in (
+            ("seen", match.evidence),
+            ("why", failure.cause),
+            ("change", failure.fix),
+            ("upstream", ", ".join(failure.references) or "-"),
+            ("grpo_compat", _grpo_compat_line(match)),
+        ):
+            lines.append(wrap.fill(f"    {label + ':':<13}{value}"))
+    return "\n".join(lines)

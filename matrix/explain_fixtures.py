@@ -1,0 +1,72 @@
+"""Copy the captured logs of reproducers' plain runs into tests/fixtures/explain/matrix, for `explain`'s tests.
+
+    python -m matrix.explain_fixtures RESULTS_DIR [RESULTS_DIR ...]
+
+One log per reproducer and distinct upstream message (digits aside), the tail of what the run printed
+(ms-swift's own output first for a `swift rlhf` run); index.json records the cell, its versions, the
+catalogue record the reproducer proves and whether upstream failed silently (the matrix's judge or a
+probe found it, upstream printed nothing of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from matrix.reproducers import REPRODUCERS
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "explain" / "matrix"
+TAIL_LINES = 80
+
+
+def _silent(run: dict) -> bool:
+    error = run.get("error") or ""
+    return not error or error.startswith("ProbeFailed")
+
+
+def collect(results: list[Path]) -> dict[str, dict]:
+    reproducers = {reproducer.id: reproducer for reproducer in REPRODUCERS}
+    index: dict[str, dict] = {}
+    seen: set[tuple[str, str]] = set()
+    for cell_file in sorted(path for folder in results for path in folder.glob("*.json")):
+        cell = json.loads(cell_file.read_text())
+        for run in cell.get("runs", []):
+            reproducer = reproducers.get(run["kind"].removeprefix("repro:"))
+            if reproducer is None or run["mode"] != "plain" or run["status"] != "pass":
+                continue
+            message = re.sub(r"\d+", "N", (run.get("outcome") or "").splitlines()[0] if run.get("outcome") else "")
+            if (reproducer.id, message) in seen:
+                continue
+            seen.add((reproducer.id, message))
+            stem = cell_file.parent / cell["cell"] / f"repro_{reproducer.id}_plain"
+            logs = [path for path in (stem.with_suffix(".swift.log"), stem.with_suffix(".log")) if path.exists()]
+            if not logs:
+                continue
+            lines = "\n".join(path.read_text(errors="replace") for path in logs).splitlines()
+            name = f"{reproducer.id}@{cell['cell']}.log"
+            (FIXTURES / name).write_text("\n".join(lines[-TAIL_LINES:]) + "\n")
+            index[name] = {
+                "reproducer": reproducer.id,
+                "cell": cell["cell"],
+                "failure": reproducer.failure,
+                "silent": _silent(run),
+                "versions": {k: v for k, v in cell["versions"].items() if v},
+            }
+    return index
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    index = collect([Path(folder) for folder in argv])
+    (FIXTURES / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    print(f"{len(index)} logs in {FIXTURES}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

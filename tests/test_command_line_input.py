@@ -1,0 +1,176 @@
+"""Every command on bad input: exit 2 with one line naming the input and what was expected; never a traceback,
+never exit 0 on input it could not read (hypothesis: empty, binary, huge, non-UTF-8, malformed YAML / JSON /
+TOML, flags without values, unknown flags)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grpo_compat.tools.cli import main
+
+UNREADABLE = {  # file contents no command can read as its input
+    "empty": b"",
+    "binary": b"\x00\x01\x02\xff\xfe" * 50,
+    "non-utf8": "num_generations: 4  # 生成数\n".encode("gb18030") + b"\xff\xfe",
+}
+MALFORMED = {  # text, but not a mapping of settings
+    "yaml": b"num_generations: [4\nper_device_train_batch_size: {",
+    "json": b'{"num_generations": 4,,}',
+    "toml": b"[cells\nname = ",
+    "list": b"- 1\n- 2\n",
+    "huge": b"num_generations: " + b"9" * 100_000 + b"\n",
+}
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+TOKENS = st.lists(
+    st.one_of(TEXT, st.sampled_from(["--", "-", "--json", "--help-me", "-x", "=", "0", "-1"])), max_size=4
+)
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_clean(code: int, err: str) -> None:
+    assert code in (0, 1, 2), code
+    assert "Traceback" not in err, err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("grpo-compat"), err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("inputs")
+    paths = {}
+    for name, data in {**UNREADABLE, **MALFORMED}.items():
+        for suffix in (".yaml", ".json", ".log"):
+            path = folder / f"{name}{suffix}"
+            path.write_bytes(data)
+            paths[f"{name}{suffix}"] = str(path)
+    paths["missing"] = str(folder / "missing.yaml")
+    paths["folder"] = str(folder)
+    return paths
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_check_refuses_a_config_it_cannot_read(files, name, suffix):
+    code, _, err = run(["check", files[name + suffix]])
+    assert (code == 2 and err.count("\n") == 1 and name.split("-")[0] in err.replace("UTF-8", "utf8")) or "empty" in err
+
+
+@pytest.mark.parametrize("name", ["yaml", "json", "list"])
+def test_check_refuses_a_malformed_config_naming_it(files, name):
+    code, _, err = run(["check", files[f"{name}.{'json' if name == 'json' else 'yaml'}"]])
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_a_swift_argument_without_its_value_is_refused_as_swift_would():
+    code, _, err = run(["check", "--swift", "--swift-version", "4.6.0", "--", "--num_generations"])
+    assert (code, err) == (
+        2,
+        "grpo-compat check: --num_generations needs a value (swift rlhf refuses it without one)\n",
+    )
+
+
+@pytest.mark.parametrize("name", ["empty", "binary"])
+def test_explain_refuses_what_is_not_a_log(files, name):
+    code, _, err = run(["explain", files[f"{name}.log"]])
+    assert code == 2 and err.count("\n") == 1
+
+
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(
+    data=st.data(),
+    flags=st.lists(
+        st.sampled_from(
+            [
+                "--swift",
+                "--world-size",
+                "--nproc-per-node",
+                "--nnodes",
+                "--trl-version",
+                "--swift-version",
+                "--json",
+                "--unknown",
+            ]
+        ),
+        max_size=4,
+    ),
+    values=TOKENS,
+)
+def test_check_on_any_input(files, data, flags, values):
+    source = data.draw(st.sampled_from(sorted(files)))
+    code, _, err = run(["check", *flags, *values, files[source]])
+    assert_clean(code, err)
+    if source.split(".")[0] in UNREADABLE or source in ("missing", "folder"):
+        assert code == 2
+
+
+@FUZZ
+@given(
+    arguments=st.lists(
+        st.one_of(
+            st.sampled_from(
+                ["--num_generations", "--per_device_train_batch_size", "--deepspeed", "--sequence_parallel_size", "--x"]
+            ),
+            TEXT,
+        ),
+        max_size=6,
+    )
+)
+def test_check_swift_arguments_on_any_input(arguments):
+    code, _, err = run(["check", "--swift", "--swift-version", "4.6.0", "--", *arguments])
+    assert_clean(code, err)
+
+
+@FUZZ
+@given(data=st.data(), extra=TOKENS)
+def test_explain_on_any_input(files, data, extra):
+    source = data.draw(st.sampled_from(sorted(files)))
+    code, _, err = run(["explain", files[source], *extra])
+    assert_clean(code, err)
+    if source.split(".")[0] in ("empty", "binary") or source in ("missing", "folder"):
+        assert code == 2
+
+
+@FUZZ
+@given(command=st.sampled_from(["doctor", "plugin-path"]), extra=TOKENS)
+def test_doctor_and_plugin_path_on_any_arguments(command, extra):
+    code, _, err = run([command, *extra])
+    assert_clean(code, err)
+    if [token for token in extra if token != "--json" or command != "doctor"]:
+        assert code == 2
+
+
+@FUZZ
+@given(action=st.sampled_from(["run", "report", "workflow", "nope", ""]), extra=TOKENS)
+def test_matrix_on_any_arguments(monkeypatch, files, action, extra):
+    import matrix.cli
+    import matrix.runner
+
+    # A command line that is valid starts no matrix here: only the argument handling is under test.
+    monkeypatch.setattr(matrix.runner, "run_matrix", lambda *args, **kwargs: 0)
+    monkeypatch.setattr(matrix.cli, "_workflow", lambda args: 0)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            code = matrix.cli.main([action, *extra] if action else extra)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    assert code in (0, 1, 2) and "Traceback" not in err.getvalue()
+    if code == 2:
+        assert err.getvalue().count("\n") == 1, err.getvalue()
