@@ -3,6 +3,7 @@
     python -m matrix.smoke_swift_cli --mode plain --steps 3 --output plain.json
     python -m matrix.smoke_swift_cli --mode patched --nproc 2 --output patched.json
     python -m matrix.smoke_swift_cli --mode patched --set num_generations=1 --output refused.json
+    python -m matrix.smoke_swift_cli --mode patched --activation run --nproc 2 --output zero_code.json
 
 The command-line counterpart of smoke_swift.py, with the same CLI and result fields. It launches the
 `swift` console script of this Python's env, as users do (ms-swift starts its own processes: one,
@@ -230,8 +231,11 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     dataset = write_dataset(work / "smoke_prompts.jsonl")
     user_plugin = work / "grpo_compat_smoke_user_plugin.py"
     user_plugin.write_text(user_plugin_source())
-    plugins = ([grpo_compat_plugin()] if args.mode == "patched" else []) + [str(user_plugin)]
+    by_plugin = args.mode == "patched" and args.activation == "plugin"
+    plugins = ([grpo_compat_plugin()] if by_plugin else []) + [str(user_plugin)]
     argv = [str(Path(sys.executable).parent / "swift"), "rlhf", *swift_argv(model_dir, dataset, work / "out", args)]
+    if args.mode == "patched" and args.activation == "run":  # no plugin: `grpo-compat run -- swift rlhf ...`
+        argv = [str(Path(sys.executable).parent / "grpo-compat"), "run", "--", *argv]
     argv += ["--external_plugins", *plugins]
     env = {**os.environ, "MODELSCOPE_OFFLINE": "1", "HF_HUB_OFFLINE": "1", PROBE_DIR_ENV: str(folder)}
     env[REWARD_ENV] = args.reward
@@ -273,9 +277,15 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     launch = argparse.ArgumentParser(add_help=False)
     launch.add_argument("--nproc", type=int, default=1, help="processes: NPROC_PER_NODE of `swift rlhf`")
+    launch.add_argument(
+        "--activation",
+        choices=("plugin", "run"),
+        default="plugin",
+        help="patched mode: grpo_compat's plugin in --external_plugins, or `grpo-compat run -- swift rlhf ...`",
+    )
     known, rest = launch.parse_known_args(argv)
     args = parse_args(__doc__.splitlines()[0], "swift rlhf argument (JSON value; a list gives several)", rest)
-    args.nproc = known.nproc
+    args.nproc, args.activation = known.nproc, known.activation
     unsupported = {
         "--lora": args.lora,
         "--labels-from-column-0": args.labels_from_column_0,

@@ -269,3 +269,15 @@ def test_searching_near_anchor_words_finds_what_a_search_of_the_whole_log_finds(
     near = found()
     monkeypatch.setattr(log_matching, "near_anchors", lambda text: text)
     assert near == found()
+
+
+def test_explain_imports_no_upstream_library():
+    from tests.helpers import run_python
+
+    result = run_python(f"""
+        import sys
+        from grpo_compat.tools.cli import main
+        main(["explain", {str(FIXTURES / "skew" / "r15_trl0.16.1_tf4.52.4.log")!r}])
+        print(sorted(name for name in ("torch", "trl", "transformers", "swift") if name in sys.modules))
+    """)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr

@@ -50,3 +50,14 @@ def test_the_ms_swift_plugin_file_ships_alone_in_its_folder(wheel):
     folder = "grpo_compat/swift_plugin_file/"
     shipped = sorted(n.removeprefix(folder) for n in wheel.namelist() if n.startswith(folder))
     assert shipped == ["__init__.py", "grpo_compat_swift_plugin.py"]
+
+
+def test_installing_the_wheel_adds_nothing_that_runs_at_interpreter_start(wheel):
+    # No .pth file and no top-level sitecustomize: only `grpo-compat run` puts grpo_compat/startup on PYTHONPATH.
+    names = wheel.namelist()
+    assert not [n for n in names if n.endswith(".pth")]
+    assert [n for n in names if n.endswith("sitecustomize.py")] == ["grpo_compat/startup/sitecustomize.py"]
+    assert sorted(n for n in names if n.startswith("grpo_compat/startup/")) == [
+        "grpo_compat/startup/__init__.py",
+        "grpo_compat/startup/sitecustomize.py",
+    ]

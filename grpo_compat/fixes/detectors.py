@@ -9,6 +9,8 @@ from grpo_compat.core.import_hooks import still_loading
 
 # ms-swift's GRPO trainer modules (4.x, 3.x): both delete trl's GRPOTrainer.__init__ right after importing it.
 SWIFT_GRPO_TRAINER_MODULES = ("swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer")
+# The processes that train GRPO import one of these; a launcher that only parses arguments does not.
+GRPO_TRAINER_MODULES = ("trl.trainer.grpo_trainer", *SWIFT_GRPO_TRAINER_MODULES)
 
 
 def trl_grpo_trainer_init_present(module: ModuleType) -> str | None:

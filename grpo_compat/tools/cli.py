@@ -75,6 +75,13 @@ def _explain(args: argparse.Namespace) -> int:
     return explain.run(args.log, args.version, args.json)
 
 
+def _run(args: argparse.Namespace) -> int:
+    from grpo_compat.tools import run
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return run.run(command, args.strict, args.only, args.skip, args.print_env)
+
+
 def _plugin_path(args: argparse.Namespace) -> int:
     from grpo_compat.swift_plugin import plugin_path
 
@@ -140,6 +147,15 @@ def build_parser() -> ArgumentParser:
     )
     explain.add_argument("--json", action="store_true", help="machine-readable output")
     explain.set_defaults(run=_explain)
+    run = commands.add_parser(
+        "run", help="run a command with grpo_compat applied in every Python process it starts: run -- <command>"
+    )
+    run.add_argument("--strict", action="store_true", help="a patch that cannot apply stops the process")
+    run.add_argument("--only", metavar="ID,...", help="apply only these patches")
+    run.add_argument("--skip", metavar="ID,...", help="apply every patch but these")
+    run.add_argument("--print-env", action="store_true", help="print the exports a job script can eval instead")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command and its arguments")
+    run.set_defaults(run=_run)
     plugin = commands.add_parser(
         "plugin-path",
         help='the ms-swift plugin file: swift rlhf ... --external_plugins "$(grpo-compat plugin-path)"',

@@ -1,0 +1,283 @@
+"""`grpo-compat run -- <command>`: grpo_compat in every Python process a launch starts, with no change to the script.
+
+Real processes throughout: plain python, torchrun and accelerate with 2 gloo CPU processes, DeepSpeed ZeRO-2
+through accelerate, `trl grpo --config`, and `swift rlhf` (ms-swift 3.5 and 4.6 cells) without --external_plugins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+BIN = Path(sys.executable).parent
+USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
+GRPO_COMPAT = [sys.executable, "-m", "grpo_compat"]
+
+
+def run(*command: str, env: dict | None = None, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*GRPO_COMPAT, "run", "--", *command],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def test_the_command_replaces_grpo_compat_run_so_its_pid_streams_and_status_are_its_own():
+    child = subprocess.Popen(
+        [*GRPO_COMPAT, "run", "--", sys.executable, "-c", "import os, sys; print(os.getpid()); sys.exit(7)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out, _ = child.communicate(timeout=60)
+    assert (int(out), child.returncode) == (child.pid, 7)
+
+
+def test_a_signal_reaches_the_command_as_it_would_without_grpo_compat():
+    sleeper = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+    statuses = []
+    for prefix in ([], [*GRPO_COMPAT, "run", "--"]):
+        child = subprocess.Popen([*prefix, *sleeper], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline() == "up\n"
+        child.send_signal(signal.SIGINT)  # Ctrl-C
+        statuses.append(child.wait(timeout=60))
+    assert statuses[0] == statuses[1] != 0
+
+
+def test_a_missing_command_exits_127_and_no_command_exits_2():
+    missing = run("no-such-command-here")
+    assert missing.returncode == 127 and missing.stderr == "grpo-compat run: no-such-command-here: command not found\n"
+    nothing = subprocess.run([*GRPO_COMPAT, "run"], capture_output=True, text=True, timeout=60)
+    assert nothing.returncode == 2 and "give the command to run after --" in nothing.stderr
+
+
+def test_unknown_patch_ids_are_refused_before_anything_runs():
+    result = subprocess.run(
+        [*GRPO_COMPAT, "run", "--skip", "trl.no-such-patch", "--", "true"], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "--skip 'trl.no-such-patch': expected patch ids among" in result.stderr
+
+
+CHECK_ACTIVE = "import sys, grpo_compat; print(grpo_compat.report().active, any('startup' in p for p in sys.path))"
+
+
+def test_every_python_process_is_patched_however_deep_and_sees_its_own_sys_path(tmp_path):
+    (tmp_path / "grandchild.py").write_text(CHECK_ACTIVE)
+    (tmp_path / "child.py").write_text(f"import os\nos.system('{sys.executable} grandchild.py')\n")  # via a shell
+    result = run(sys.executable, "child.py", cwd=tmp_path)
+    assert result.stdout.split() == ["True", "False"], result.stderr
+
+
+def test_nothing_is_active_in_a_process_not_started_through_run():
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK_ACTIVE],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "grpo_compat" / "startup")},
+    )  # the folder alone does nothing
+    assert result.stdout.split() == ["False", "False"]
+
+
+def test_the_users_own_sitecustomize_and_pythonpath_keep_working(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['USERS_SITECUSTOMIZE'] = 'ran'\n")
+    (tmp_path / "users_module.py").write_text("VALUE = 42\n")
+    code = "import os, users_module, grpo_compat\nprint(os.environ['USERS_SITECUSTOMIZE'], users_module.VALUE, "
+    code += "grpo_compat.report().active)"
+    result = run(sys.executable, "-c", code, env={"PYTHONPATH": str(tmp_path)})
+    assert result.stdout.split() == ["ran", "42", "True"], result.stderr
+
+
+def test_a_python_without_grpo_compat_is_stopped_where_it_imports_trl_and_says_what_to_install(tmp_path):
+    bare = getattr(sys, "_base_executable", None)
+    if (
+        not bare
+        or subprocess.run([bare, "-c", "import grpo_compat"], capture_output=True, cwd=tmp_path).returncode == 0
+    ):
+        pytest.skip("no interpreter without grpo_compat here")
+    helper = run(bare, "-c", "print('a helper that trains nothing runs as before')", cwd=tmp_path)
+    assert helper.returncode == 0 and "runs as before" in helper.stdout
+    trainer = run(bare, "-c", "import trl", cwd=tmp_path)
+    assert trainer.returncode == 1
+    assert (
+        f"{bare} cannot import grpo_compat" in trainer.stderr and f"{bare} -m pip install grpo-compat" in trainer.stderr
+    )
+
+
+def test_print_env_gives_the_exports_for_a_job_script():
+    result = subprocess.run([*GRPO_COMPAT, "run", "--strict", "--print-env"], capture_output=True, text=True)
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in result.stdout.splitlines())
+    assert exported["GRPO_COMPAT_RUN"] == "1" and exported["GRPO_COMPAT_RUN_STRICT"] == "1"
+    assert exported["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "grpo_compat" / "startup")
+
+
+# -- training through every launcher --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    return str(build_tiny_qwen2(tmp_path_factory.mktemp("model") / "tiny", seed=0))
+
+
+ACCELERATE = [
+    str(BIN / "accelerate"),
+    "launch",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
+LAUNCHERS = {
+    "python": [sys.executable],
+    "torchrun-2": [str(BIN / "torchrun"), "--nproc_per_node", "2"],
+    "accelerate-2": [*ACCELERATE, "--multi_gpu"],  # gloo CPU processes
+    "accelerate-zero2": [*ACCELERATE, "--use_deepspeed", "--deepspeed_config_file", "{zero2}"],
+}
+
+
+def trained(result_file: Path, completed: subprocess.CompletedProcess) -> dict:
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(result_file.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launcher, tiny_model, tmp_path):
+    zero2 = tmp_path / "zero2.json"
+    zero2.write_text(
+        json.dumps(
+            {
+                "zero_optimization": {"stage": 2},
+                "train_micro_batch_size_per_gpu": "auto",
+                "gradient_accumulation_steps": "auto",
+                "train_batch_size": "auto",
+            }
+        )
+    )
+    launch = [part.format(zero2=zero2) for part in LAUNCHERS[launcher]]
+    script = [str(USER_SCRIPT), "--model", tiny_model]
+    # The documented way, apply() in the script, without grpo-compat run: the weights to reproduce.
+    in_script = subprocess.run(
+        [*launch, *script, "--output", str(tmp_path / "a.json"), "--apply"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    zero_code = run(*launch, *script, "--output", str(tmp_path / "b.json"), cwd=tmp_path)
+    expected, got = trained(tmp_path / "a.json", in_script), trained(tmp_path / "b.json", zero_code)
+    assert got == expected and got["applied"]
+    assert zero_code.stderr.count("grpo_compat report (active)") == 1  # once per launch, on rank 0
+    refused = run(*launch, *script, "--output", str(tmp_path / "c.json"), "--num-generations", "1", cwd=tmp_path)
+    assert (
+        refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions per prompt" in refused.stderr
+    )
+    assert "Loading checkpoint" not in refused.stderr and not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.slow
+def test_trl_grpo_config_trains_patched_and_an_impossible_config_is_refused(tiny_model, tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text(
+        "".join(json.dumps({"prompt": f"count {n}"}) + "\n" for n in range(8))
+    )
+    (tmp_path / "user_rewards.py").write_text(
+        "def length_reward(completions, **kwargs):\n    return [float(len(c)) for c in completions]\n"
+    )
+    config = {
+        "model_name_or_path": tiny_model,
+        "dataset_name": str(tmp_path / "data"),
+        "reward_funcs": ["user_rewards.length_reward"],
+        "output_dir": str(tmp_path / "out"),
+        "max_steps": 2,
+        "per_device_train_batch_size": 2,
+        "num_generations": 2,
+        "max_completion_length": 8,
+        "use_cpu": True,
+        "bf16": False,
+        "report_to": "none",
+        "save_strategy": "no",
+        "logging_steps": 1,
+    }
+    (tmp_path / "grpo.yaml").write_text(json.dumps(config))  # JSON is YAML
+    result = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # trl's launcher process imports trl too; the report comes from the process that trains
+    assert (result.stdout + result.stderr).count("grpo_compat report (active)") == 1
+    (tmp_path / "grpo.yaml").write_text(json.dumps({**config, "num_generations": 1}))
+    refused = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
+    assert refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions" in refused.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", ["swift-3.5", "swift-4.6"])
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_swift_rlhf_without_the_plugin_is_patched_on_every_rank(cell, nproc, tmp_path):
+    from tests.helpers import cell_python, run_script
+
+    python = cell_python(cell)
+    results = {}
+    for activation, settings in (("plugin", []), ("run", []), ("run", ["--set", "num_generations=1"])):
+        output = tmp_path / f"{activation}{len(settings)}.json"
+        run_script(
+            python,
+            "matrix/smoke_swift_cli.py",
+            "--mode",
+            "patched",
+            "--activation",
+            activation,
+            "--nproc",
+            str(nproc),
+            *settings,
+            "--output",
+            str(output),
+        )
+        results[activation, bool(settings)] = json.loads(output.read_text())
+    by_plugin, by_run, refused = results["plugin", False], results["run", False], results["run", True]
+    assert by_run["status"] == by_plugin["status"] == "ok", by_run["error"]  # report once, watchdog on every rank
+    assert by_run["weights_sha256"] == by_plugin["weights_sha256"]
+    assert refused["phase"] == "config" and "GRPOSettingsError: GRPO needs at least 2" in refused["error"]
+
+
+@pytest.mark.slow
+def test_sigterm_reaches_torchruns_ranks_and_the_exit_status_is_torchruns(tmp_path):
+    (tmp_path / "rank.py").write_text(
+        "import os, time\nopen(f\"rank{os.environ['RANK']}.pid\", 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
+    )
+    statuses = []
+    for prefix in ([], [*GRPO_COMPAT, "run", "--"]):
+        for pid_file in tmp_path.glob("*.pid"):
+            pid_file.unlink()
+        launch = subprocess.Popen(
+            [*prefix, str(BIN / "torchrun"), "--nproc_per_node", "2", "rank.py"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        ranks = [int(path.read_text()) for path in tmp_path.glob("*.pid")]
+        assert len(ranks) == 2
+        launch.send_signal(signal.SIGTERM)  # as a scheduler does
+        statuses.append(launch.wait(timeout=120))
+        for pid in ranks:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    assert statuses[0] == statuses[1] != 0
