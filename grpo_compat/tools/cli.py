@@ -78,7 +78,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from grpo_compat.tools import run
 
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     return run.run(command, args.strict, args.only, args.skip, args.print_env)
 
 
@@ -154,7 +154,9 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--only", metavar="ID,...", help="apply only these patches")
     run.add_argument("--skip", metavar="ID,...", help="apply every patch but these")
     run.add_argument("--print-env", action="store_true", help="print the exports a job script can eval instead")
-    run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command and its arguments")
+    run.add_argument(
+        "command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command and its arguments"
+    )
     run.set_defaults(run=_run)
     plugin = commands.add_parser(
         "plugin-path",
