@@ -183,6 +183,9 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
     zero_code = run(*launch, *script, "--output", str(tmp_path / "b.json"), cwd=tmp_path)
     expected, got = trained(tmp_path / "a.json", in_script), trained(tmp_path / "b.json", zero_code)
     assert got == expected and got["applied"]
+    ranks = sorted(tmp_path.glob("b.json.rank*"))
+    assert len(ranks) == (1 if launcher == "python" else 2)
+    assert all(json.loads(rank.read_text())["applied"] for rank in ranks)  # every rank patched
     assert zero_code.stderr.count("grpo_compat report (active)") == 1  # once per launch, on rank 0
     refused = run(*launch, *script, "--output", str(tmp_path / "c.json"), "--num-generations", "1", cwd=tmp_path)
     assert (

@@ -2,7 +2,8 @@
 
     python train_grpo.py --model DIR --output result.json [--num-generations N] [--apply]
 
-Writes, from the main process: the sha256 of the trained weights, and whether grpo_compat was applied here.
+Writes, from the main process: the sha256 of the trained weights and whether grpo_compat was applied; from
+every process, OUTPUT.rankN: whether it was applied in that process.
 """
 
 import argparse
@@ -51,12 +52,15 @@ config = GRPOConfig(
 prompts = Dataset.from_dict({"prompt": [f"count {n} {n + 1}" for n in range(8)]})
 trainer = GRPOTrainer(model=args.model, reward_funcs=length_reward, args=config, train_dataset=prompts)
 trainer.train()
+grpo_compat = sys.modules.get("grpo_compat")
+applied = bool(grpo_compat and grpo_compat.report().active)
+with open(f"{args.output}.rank{trainer.accelerator.process_index}", "w") as handle:
+    json.dump({"applied": applied}, handle)
 if trainer.accelerator.is_main_process:
     state = trainer.accelerator.unwrap_model(trainer.model).state_dict()
     digest = hashlib.sha256()
     for name in sorted(state):
         digest.update(name.encode())
         digest.update(state[name].detach().to(torch.float32).cpu().numpy().tobytes())
-    grpo_compat = sys.modules.get("grpo_compat")
     with open(args.output, "w") as handle:
-        json.dump({"sha256": digest.hexdigest(), "applied": bool(grpo_compat and grpo_compat.report().active)}, handle)
+        json.dump({"sha256": digest.hexdigest(), "applied": applied}, handle)
