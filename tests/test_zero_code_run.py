@@ -79,6 +79,11 @@ def test_every_python_process_is_patched_however_deep_and_sees_its_own_sys_path(
     assert result.stdout.split() == ["True", "False"], result.stderr
 
 
+def test_a_module_run_with_python_m_is_patched(tmp_path):
+    (tmp_path / "users_entry_point.py").write_text(CHECK_ACTIVE)
+    assert run(sys.executable, "-m", "users_entry_point", cwd=tmp_path).stdout.split() == ["True", "False"]
+
+
 def test_nothing_is_active_in_a_process_not_started_through_run():
     result = subprocess.run(
         [sys.executable, "-c", CHECK_ACTIVE],
@@ -148,6 +153,16 @@ LAUNCHERS = {
     "torchrun-2": [str(BIN / "torchrun"), "--nproc_per_node", "2"],
     "accelerate-2": [*ACCELERATE, "--multi_gpu"],  # gloo CPU processes
     "accelerate-zero2": [*ACCELERATE, "--use_deepspeed", "--deepspeed_config_file", "{zero2}"],
+    # DeepSpeed's own launcher; the script's GRPOConfig(deepspeed=...) names the config
+    "deepspeed-zero2": [
+        str(BIN / "deepspeed"),
+        "--num_gpus",
+        "2",
+        "--no_local_rank",
+        "{script}",
+        "--deepspeed",
+        "{zero2}",
+    ],
 }
 
 
@@ -170,8 +185,8 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
             }
         )
     )
-    launch = [part.format(zero2=zero2) for part in LAUNCHERS[launcher]]
-    script = [str(USER_SCRIPT), "--model", tiny_model]
+    launch = [part.format(zero2=zero2, script=USER_SCRIPT) for part in LAUNCHERS[launcher]]
+    script = [*([] if str(USER_SCRIPT) in launch else [str(USER_SCRIPT)]), "--model", tiny_model]
     # The documented way, apply() in the script, without grpo-compat run: the weights to reproduce.
     in_script = subprocess.run(
         [*launch, *script, "--output", str(tmp_path / "a.json"), "--apply"],
