@@ -416,3 +416,19 @@ REPRODUCERS += tuple(
     replace(_BY_ID[source], id=f"{source}-cli", script="swift-cli", patched=_BY_ID[source].patched + ".*phase: config")
     for source in ("single-generation-swift", "impossible-batch-swift")
 )
+
+# trl 0.22.0-0.27.0 divide the loss by current_gradient_accumulation_steps, which transformers sets only inside
+# its training loop: evaluate() before train() fails on any transformers (TRL #3983), for loss_type grpo.
+REPRODUCERS += (
+    Reproducer(
+        id="evaluate-before-train",
+        patch="trl.accumulation-steps-default",
+        failure="trl-current-gradient-accumulation-steps",
+        script="grpo",
+        requires=("trl>=0.22,<0.27.1",),
+        settings=('loss_type="grpo"',),
+        flags=("--evaluate-first",),
+        upstream=r"object has no attribute 'current_gradient_accumulation_steps'",
+        patched=None,
+    ),
+)

@@ -129,9 +129,12 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         reward_funcs=reward_function(args),
         args=config,
         train_dataset=prompts(),
+        eval_dataset=prompts() if args.evaluate_first else None,
         peft_config=lora_config() if args.lora else None,
     )
     result["phase"] = "train"
+    if args.evaluate_first:
+        result["eval_loss"] = trainer.evaluate().get("eval_loss")
     trainable = result["trainable_params"] = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     held_before = local_parameters(trainer.model)
     before = snapshot(trainer.model)

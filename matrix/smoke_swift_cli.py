@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "--apply-late": args.apply_late,
         "--model-ignores-logits-to-keep": args.model_ignores_logits_to_keep,
         "--weights-dtype": args.weights_dtype != "float32",
+        "--evaluate-first": args.evaluate_first,
     }
     given = [flag for flag, value in unsupported.items() if value]
     if given or known.nproc < 1:

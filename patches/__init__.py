@@ -13,6 +13,9 @@ WRAPPING_ORDER = (
     # GRPOConfig.__post_init__
     "trl.grpo-config-check",
     "trl.deepspeed-agreement",  # fills the DeepSpeed config TrainingArguments.__post_init__ has just built
+    # GRPOTrainer.training_step (their windows do not meet: trl >= 0.22 needs transformers >= 4.55, not 4.48)
+    "trl.accumulation-steps-default",  # the attribute upstream's loss reads, for the whole step
+    "trl.deepspeed-gas-double-scaling",
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes

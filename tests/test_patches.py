@@ -157,6 +157,9 @@ EFFECT_PROBES = {
     # trl 0.15-0.16 with transformers >= 4.52 only: proven in the trl-0.16-tf4.52 cell (its matrix runs) and by
     # tests/test_version_skew.py (patched weights equal trl 0.16.1 + transformers 4.51.3's).
     "trl.train-sampler-signature": None,
+    # trl 0.22.0-0.27.0 only: proven in the trl-0.23 cells (evaluate() before train()) by the matrix reproducer
+    # evaluate-before-train and tests/test_version_skew.py.
+    "trl.accumulation-steps-default": None,
     # Needs deepspeed (a DeepSpeed config cannot be built without it); also proven in the trl-1.16 and trl-0.16
     # cell envs, and for ms-swift 4.6 with DeepSpeed 0.19.8 beside it, by tests/test_deepspeed_agreement.py.
     "trl.deepspeed-agreement": (

@@ -18,3 +18,23 @@ def test_trl_0_16_on_transformers_4_52_patched_gives_the_weights_of_transformers
     assert patched_skewed["status"] == compatible_pin["status"] == "ok", patched_skewed.get("error")
     assert patched_skewed["all_trainable_params_changed"]
     assert patched_skewed["weights_sha256"] == compatible_pin["weights_sha256"]
+
+
+@pytest.mark.slow
+def test_trl_0_23_evaluates_before_training_patched_and_trains_as_upstream_does_without_evaluating(model_dir, tmp_path):
+    # trl 0.22.0-0.27.0 read current_gradient_accumulation_steps in the loss; transformers sets it only in its
+    # training loop (trl.accumulation-steps-default). The pair pip allows: trl 0.23.1 + transformers 4.56.2.
+    grpo = 'loss_type="grpo"'
+    plain = smoke("trl-0.23", "plain", model_dir, tmp_path, grpo, flags=("--evaluate-first",))
+    assert plain["status"] == "error" and plain["phase"] == "train"
+    assert "object has no attribute 'current_gradient_accumulation_steps'" in plain["error"]
+    patched = smoke("trl-0.23", "patched", model_dir, tmp_path, grpo, flags=("--evaluate-first",))
+    assert patched["status"] == "ok" and patched["all_trainable_params_changed"], patched.get("error")
+    assert patched["eval_loss"] is not None
+    # Where upstream trains (no evaluation first, accumulation 2), the patch stands aside: identical weights.
+    untouched = [
+        smoke("trl-0.23", mode, model_dir, tmp_path, grpo, "gradient_accumulation_steps=2")
+        for mode in ("plain", "patched")
+    ]
+    assert untouched[0]["status"] == untouched[1]["status"] == "ok"
+    assert untouched[0]["weights_sha256"] == untouched[1]["weights_sha256"]

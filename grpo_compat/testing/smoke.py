@@ -66,6 +66,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--watchdog", choices=("warn", "stop", "off"), help="patched mode: GRPO_COMPAT_WATCHDOG")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
+        "--evaluate-first",
+        action="store_true",
+        help="trl: trainer.evaluate() on the prompts before train(), as eval_on_start does (TRL #3983 reproducer)",
+    )
+    p.add_argument(
         "--no-early-deepspeed-init",
         dest="early_deepspeed_init",
         action="store_false",
