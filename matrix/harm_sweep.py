@@ -156,6 +156,29 @@ def describe_plain(result: dict | None, findings: list[str]) -> str:
     return "upstream trains"
 
 
+# Silent upstream failures of the catalogue that a plain run's checks cannot see, and the runs they hit: there
+# plain trains wrongly, and a patched run that trains differently corrects it (its own reproducer proves how).
+SILENT_UPSTREAM = {
+    # transformers 4.48 + DeepSpeed: the loss is divided by gradient accumulation twice (KF-5; matrix reproducer
+    # deepspeed-ga-double-scaling: ZeRO-2 grad_norm 1/4 of DDP's at accumulation 4).
+    "deepspeed-loss-divided-twice": lambda result: bool(result.get("engine_gradient_accumulation_steps"))
+    and (result.get("trainer_gradient_accumulation_steps") or 1) > 1,
+}
+
+
+def silent_upstream_failures(result: dict) -> list[str]:
+    """The catalogue's silent failures a plain result that trained is known to have, one sentence each."""
+    from grpo_compat.catalogue import load_failures
+
+    return [
+        f"{failure.title} (catalogue: {failure.id})"
+        for failure in load_failures()
+        if failure.id in SILENT_UPSTREAM
+        and failure.affects_versions(result.get("versions") or {})
+        and SILENT_UPSTREAM[failure.id](result)
+    ]
+
+
 def judge_patched(patched: dict, plain: dict | None, findings: list[str], plain_findings: list[str]) -> tuple[str, str]:
     """(status, outcome) of a patched run against the plain run of the same variant.
 

@@ -250,7 +250,11 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
         findings = failed_checks(run, result) if result.get("status") == "ok" else []
         if run.mode == "plain":
             return "pass", harm_sweep.describe_plain(result, findings)
-        plain_findings = failed_checks(run, plain) if plain and plain.get("status") == "ok" else []
+        plain_findings = (
+            failed_checks(run, plain) + harm_sweep.silent_upstream_failures(plain)
+            if plain and plain.get("status") == "ok"
+            else []
+        )
         return harm_sweep.judge_patched(result, plain, findings, plain_findings)
     plain_sha = plain.get("weights_sha256") if plain else None
     error = result.get("error") or ""
