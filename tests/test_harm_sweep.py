@@ -118,3 +118,21 @@ def test_a_watchdog_warning_on_a_run_upstream_trains_correctly_is_a_failure():
     named = ["the watchdog warned on a run expected to learn: GRPO is not learning"]
     status, outcome = judge_patched(TRAINS, TRAINS, named, [])
     assert status == "fail" and outcome.startswith("HARM: plain trains, patched trains wrongly")
+
+
+def test_a_plain_run_on_the_versions_of_a_silent_catalogue_failure_is_known_to_train_wrongly():
+    from matrix.harm_sweep import silent_upstream_failures
+
+    deepspeed_accumulating = {
+        **TRAINS,
+        "engine_gradient_accumulation_steps": 4,
+        "trainer_gradient_accumulation_steps": 4,
+    }
+    on_4_48 = {**deepspeed_accumulating, "versions": {"transformers": "4.48.3", "deepspeed": "0.16.4"}}
+    (finding,) = silent_upstream_failures(on_4_48)
+    assert "deepspeed-loss-divided-twice" in finding
+    # so the patched run's other weights (the loss divided once) correct upstream rather than harm it
+    assert judge_patched({**on_4_48, "weights_sha256": "b"}, on_4_48, [], [finding])[1].startswith("corrects upstream")
+    assert silent_upstream_failures({**on_4_48, "versions": {"transformers": "4.49.0", "deepspeed": "0.16.4"}}) == []
+    assert silent_upstream_failures({**on_4_48, "trainer_gradient_accumulation_steps": 1}) == []
+    assert silent_upstream_failures({**TRAINS, "versions": on_4_48["versions"]}) == []  # no DeepSpeed engine
