@@ -174,3 +174,22 @@ def test_matrix_on_any_arguments(monkeypatch, files, action, extra):
     assert code in (0, 1, 2) and "Traceback" not in err.getvalue()
     if code == 2:
         assert err.getvalue().count("\n") == 1, err.getvalue()
+
+
+@FUZZ
+@given(
+    flags=st.lists(
+        st.sampled_from(["--strict", "--only", "--skip", "--print-env", "--", "trl.launch-guard"]), max_size=4
+    ),
+    command=TOKENS,
+)
+def test_run_on_any_arguments(monkeypatch, flags, command):
+    import os
+
+    executed = []
+    # A command line that is valid would replace this process: record the exec instead.
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: executed.append(argv))
+    code, _, err = run(["run", *flags, *command])
+    assert code in (0, 2, 126, 127) and "Traceback" not in err, err
+    if code in (2, 126, 127):
+        assert err.count("\n") == 1 and not executed, err
