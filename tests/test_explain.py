@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from grpo_compat.catalogue import load_failures
-from grpo_compat.catalogue.log_matching import explain, normalise, versions_in
+from grpo_compat.catalogue.log_matching import explain, format_explanation, normalise, versions_in
 from grpo_compat.tools.cli import main
 from tests.helpers import REPO
 
@@ -281,3 +281,10 @@ def test_explain_imports_no_upstream_library():
         print(sorted(name for name in ("torch", "trl", "transformers", "swift") if name in sys.modules))
     """)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def test_packages_seen_only_in_the_logs_paths_are_named_as_of_unknown_version():
+    explanation = explain(TRACEBACK, installed={"trl": "1.16.0"})
+    assert explanation.in_paths_only == ["trl"] and explanation.version_sources["trl"] == "installed"
+    assert "in the log's paths without a version: trl" in format_explanation(explanation, "log")
+    assert explain("trl==0.16.1\n" + TRACEBACK, installed={}).in_paths_only == []  # its version is stated

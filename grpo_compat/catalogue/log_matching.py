@@ -13,7 +13,13 @@ import textwrap
 from dataclasses import dataclass, field
 
 from grpo_compat.catalogue import Failure, load_failures
-from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_versions, parse_window, window_problem
+from grpo_compat.core.versions import (
+    TRACKED_DISTRIBUTIONS,
+    distribution_of,
+    installed_versions,
+    parse_window,
+    window_problem,
+)
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 # What launchers put before each line of a rank: torch's `[rank0]:`, torchrun --tee's `[default0]:`, mpirun's.
@@ -48,6 +54,9 @@ _DEEPSPEED_LINE = re.compile(r"DeepSpeed info: version=" + _VERSION)  # DeepSpee
 # quadratically through a long line of name characters.
 _DIST_INFO = re.compile(r"\.dist-info\b")
 _DIST_INFO_NAME = re.compile(rf"({_NAME})-{_VERSION}$")
+_PACKAGE_PATH = re.compile(
+    r"-packages[/\\]([A-Za-z_]\w*)[/\\]"
+)  # site- / dist-packages/<module>/: used, version unknown
 _REPORT_LINE = re.compile(r"grpo_compat report \([^)]*\): ([^\n]*)")  # grpo_compat.report()'s first line
 
 
@@ -74,6 +83,7 @@ class Explanation:
     versions: dict[str, str]  # distribution -> version used
     version_sources: dict[str, str]  # distribution -> "log" | "installed" | "given"
     matches: list[Match] = field(default_factory=list)
+    in_paths_only: list[str] = field(default_factory=list)  # in the log's file paths, with no version stated
 
     def to_dict(self) -> dict:
         return {
@@ -82,6 +92,7 @@ class Explanation:
                 for name, version in self.versions.items()
             },
             "matches": [match.to_dict() for match in self.matches],
+            "in_log_paths_without_version": self.in_paths_only,
         }
 
 
@@ -194,7 +205,9 @@ def explain(
             if known.get(name):
                 versions[name], sources[name] = known[name], source
                 break
-    explanation = Explanation(versions, sources)
+    in_paths = {distribution_of(module) for module in set(_PACKAGE_PATH.findall(text))}
+    in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and sources.get(name) != "log"]
+    explanation = Explanation(versions, sources, in_paths_only=in_paths_only)
     text = normalise(near_anchors(text))
     for failure in load_failures():
         expected = not failure.affects or any(_may_hold(windows, versions) for windows in failure.affects)
@@ -236,6 +249,11 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
     )
     count = len(explanation.matches)
     lines = [f"{source}: {count} known failure{'s' if count != 1 else ''} found", f"versions used: {used or 'none'}"]
+    if explanation.in_paths_only:
+        lines.append(
+            f"in the log's paths without a version: {', '.join(explanation.in_paths_only)} "
+            "(paste `pip freeze` into the log, or give --version PACKAGE==VERSION)"
+        )
     wrap = textwrap.TextWrapper(
         width=width, initial_indent="", subsequent_indent=" " * 17, break_on_hyphens=False, break_long_words=False
     )
