@@ -10,11 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from grpo_compat.tools.arguments import ArgumentParser
-
-
-class MatrixInputError(ValueError):
-    """A command-line value the matrix cannot use; the message names it and what was expected."""
+from grpo_compat.tools.arguments import ArgumentParser, InputError
 
 
 def _selected_cells(args: argparse.Namespace) -> list:
@@ -24,17 +20,17 @@ def _selected_cells(args: argparse.Namespace) -> list:
     names = quick_cells() if args.quick else [n for n in (args.cells or "").split(",") if n] or list(cells)
     unknown = [name for name in names if name not in cells]
     if unknown:
-        raise MatrixInputError(f"--cells: unknown cell(s) {', '.join(unknown)}; cells: {', '.join(cells)}")
+        raise InputError(f"--cells: unknown cell(s) {', '.join(unknown)}; cells: {', '.join(cells)}")
     chosen = [cells[name] for name in names if cells[name].device == args.device]
     if not chosen:
-        raise MatrixInputError(f"--cells: none of {', '.join(names)} is a {args.device} cell")
+        raise InputError(f"--cells: none of {', '.join(names)} is a {args.device} cell")
     return chosen
 
 
 def _folder(option: str, value: str | None, default: Path, must_exist: bool = False) -> Path:
     folder = Path(value).resolve() if value else default
     if not folder.is_dir() and (must_exist or folder.exists()):
-        raise MatrixInputError(f"{option} {value or folder}: expected a folder")
+        raise InputError(f"{option} {value or folder}: expected a folder")
     return folder
 
 
@@ -42,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     from matrix.runner import DEFAULT_RESULTS, run_matrix
 
     if args.jobs < 1:
-        raise MatrixInputError(f"--jobs {args.jobs}: expected 1 or more cells at a time")
+        raise InputError(f"--jobs {args.jobs}: expected 1 or more cells at a time")
     wheelhouse = _folder("--wheelhouse", args.wheelhouse, Path(), must_exist=True) if args.wheelhouse else None
     results = _folder("--results", args.results, DEFAULT_RESULTS)
     return run_matrix(
@@ -91,6 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except MatrixInputError as error:
+    except InputError as error:
         print(f"{parser.prog} {args.action}: {error}", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from grpo_compat.core.versions import window_problem
+from grpo_compat.core.versions import parse_window, window_problem
 
 KINDS = ("crash", "misleading", "silent", "hang")
 HANDLINGS = ("fixed", "refused", "diagnosed", "explained")
@@ -40,6 +40,16 @@ class Failure:
         if not self.confirmed:
             return False
         return not self.affects or any(window_problem(windows, versions) is None for windows in self.affects)
+
+    def may_affect(self, versions: dict[str, str]) -> bool:
+        """Whether these versions may fall in one of the windows: a package of unknown version rules none out.
+
+        For a log from another machine (``grpo-compat explain``), where an absent package means "not stated".
+        """
+        return not self.affects or any(
+            window_problem(tuple(w for w in windows if parse_window(w)[0] in versions), versions) is None
+            for windows in self.affects
+        )
 
     def matches(self, text: str) -> bool:
         return any(re.search(pattern, text) for pattern in self.patterns)

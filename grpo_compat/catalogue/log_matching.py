@@ -17,7 +17,6 @@ from grpo_compat.core.versions import (
     TRACKED_DISTRIBUTIONS,
     distribution_of,
     installed_versions,
-    parse_window,
     window_problem,
 )
 
@@ -54,9 +53,8 @@ _DEEPSPEED_LINE = re.compile(r"DeepSpeed info: version=" + _VERSION)  # DeepSpee
 # quadratically through a long line of name characters.
 _DIST_INFO = re.compile(r"\.dist-info\b")
 _DIST_INFO_NAME = re.compile(rf"({_NAME})-{_VERSION}$")
-_PACKAGE_PATH = re.compile(
-    r"-packages[/\\]([A-Za-z_]\w*)[/\\]"
-)  # site- / dist-packages/<module>/: used, version unknown
+# site- or dist-packages/<module>/ in a traceback's paths: a package the run used, of unknown version.
+_PACKAGE_PATH = re.compile(r"-packages[/\\]([A-Za-z_]\w*)[/\\]")
 _REPORT_LINE = re.compile(r"grpo_compat report \([^)]*\): ([^\n]*)")  # grpo_compat.report()'s first line
 
 
@@ -172,22 +170,11 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
     return None
 
 
-def _may_hold(windows: tuple[str, ...], versions: dict[str, str]) -> bool:
-    """Whether the versions may fall in these windows: a package of unknown version does not rule them out."""
-    known = tuple(window for window in windows if parse_window(window)[0] in versions)
-    return window_problem(known, versions) is None
-
-
-def _patches_for(failure: Failure, versions: dict[str, str]) -> tuple[str, ...]:
-    if not failure.patches:
-        return ()
+def _patches_in_window(versions: dict[str, str]) -> set[str]:
+    """Ids of the shipped patches whose version window these versions fall in (imports the patch modules)."""
     from grpo_compat.core.registry import registered_patches
 
-    return tuple(
-        patch.id
-        for patch in registered_patches()
-        if patch.id in failure.patches and window_problem(patch.requires, versions) is None
-    )
+    return {patch.id for patch in registered_patches() if window_problem(patch.requires, versions) is None}
 
 
 def explain(
@@ -209,14 +196,19 @@ def explain(
     in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and sources.get(name) != "log"]
     explanation = Explanation(versions, sources, in_paths_only=in_paths_only)
     text = normalise(near_anchors(text))
+    in_window: set[str] | None = None
     for failure in load_failures():
-        expected = not failure.affects or any(_may_hold(windows, versions) for windows in failure.affects)
+        expected = failure.may_affect(versions)
         evidence = _first_match(failure.patterns, text)
         certain = evidence is not None
         if evidence is None and expected:  # a generic message counts only on the versions it belongs to
             evidence = _first_match(failure.hints, text)
         if evidence is not None:
-            prevented = _patches_for(failure, versions) if failure.handling != "explained" else ()
+            prevented: tuple[str, ...] = ()
+            if failure.patches and failure.handling != "explained":
+                if in_window is None:  # once, and only when a match names patches: it imports the patch modules
+                    in_window = _patches_in_window(versions)
+                prevented = tuple(sorted(in_window.intersection(failure.patches)))
             explanation.matches.append(Match(failure, certain, evidence, expected, prevented))
     explanation.matches.sort(key=lambda m: (not m.certain, not m.expected_here))
     return explanation

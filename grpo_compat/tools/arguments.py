@@ -1,10 +1,33 @@
-"""The argument parser of every grpo-compat command: a usage mistake is one line on stderr and exit status 2."""
+"""What every grpo-compat command does with its input: a usage mistake, or a file it cannot read, is one line
+on stderr and exit status 2."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import sys
+from pathlib import Path
+
+
+class InputError(ValueError):
+    """A command's input it cannot use; the message names the input and what was expected."""
+
+
+def read_input(source: str, expected: str, dash_is_stdin: bool = True) -> bytes:
+    """The bytes of a file, or of standard input for ``-``; refused when missing, a folder, empty or binary."""
+    from_stdin = dash_is_stdin and source == "-"
+    name = "standard input" if from_stdin else source
+    try:
+        data = sys.stdin.buffer.read() if from_stdin else Path(source).read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{name} is a directory: expected {expected}") from None
+    except OSError as error:
+        raise InputError(f"cannot read {name}: {error.strerror or error}") from None
+    if not data or data.isspace():  # not strip(): no copy of a 10 MB log
+        raise InputError(f"{name} is empty: expected {expected}")
+    if b"\x00" in data[:65536]:  # a log may hold a stray NUL further on (a truncated write): text all the same
+        raise InputError(f"{name} is binary data (it holds NUL bytes): expected {expected}")
+    return data
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from grpo_compat.tools.arguments import ArgumentParser
+from grpo_compat.tools.arguments import ArgumentParser, InputError
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -22,25 +22,19 @@ def _check(args: argparse.Namespace) -> int:
     from grpo_compat.fixes.validation import describe, validate
     from grpo_compat.tools import preflight
 
-    try:
-        world_size = preflight.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
-        trl_version = preflight.checked_version("--trl-version", args.trl_version)
-        args.swift_version = preflight.checked_version("--swift-version", args.swift_version)
-        if args.swift:
-            swift_version = preflight.swift_version_here(args.swift_version)
-            swift_arguments = preflight.parse_swift_arguments(args.arguments)
-            settings = preflight.swift_settings(swift_arguments, world_size, swift_version)
-        else:
-            if len(args.arguments) != 1:
-                raise preflight.PreflightInputError(
-                    "give one TRL config file (YAML or JSON), or --swift -- <swift arguments>"
-                )
-            settings = preflight.trl_settings(preflight.load_config_file(Path(args.arguments[0])), world_size)
-            swift_version = None
-        rules = preflight.rules_here(trl_version, swift_version)
-    except preflight.PreflightInputError as error:
-        print(f"grpo-compat check: {error}", file=sys.stderr)
-        return 2
+    world_size = preflight.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
+    trl_version = preflight.checked_version("--trl-version", args.trl_version)
+    swift_version = preflight.checked_version("--swift-version", args.swift_version)
+    if args.swift:
+        swift_version = preflight.swift_version_here(swift_version)
+        swift_arguments = preflight.parse_swift_arguments(args.arguments)
+        settings = preflight.swift_settings(swift_arguments, world_size, swift_version)
+    else:
+        if len(args.arguments) != 1:
+            raise InputError("give one TRL config file (YAML or JSON), or --swift -- <swift arguments>")
+        settings = preflight.trl_settings(preflight.load_config_file(Path(args.arguments[0])), world_size)
+        swift_version = None
+    rules = preflight.rules_here(trl_version, swift_version)
     findings = validate(settings, rules)
     errors = [f for f in findings if f.severity == "error"]
     if args.json:
@@ -177,7 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["matrix"]:  # the matrix's own parser reads the rest, --help included
         return _matrix(argv[1:])
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except InputError as error:  # what a command could not read or use: one line, exit 2
+        print(f"grpo-compat {args.command}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -2,14 +2,15 @@
 
     python train.py 2>&1 | grpo-compat explain -
 
-Exit status: 0 when a known failure matched, 1 when none did, 2 when the input could not be read.
+Exit status: 0 when a known failure matched, 1 when none did, 2 when the input could not be read (InputError,
+reported by the command line).
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
+
+from grpo_compat.tools.arguments import InputError, read_input
 
 REPORT_HINT = (
     "Nothing in the catalogue matched. For a report, include the whole traceback of every rank, "
@@ -17,28 +18,14 @@ REPORT_HINT = (
 )
 
 
-class ExplainInputError(ValueError):
-    """The log could not be read as text."""
-
-
 def read_log(source: str) -> str:
     """The text of a log file, or of standard input for ``-``."""
-    name = "standard input" if source == "-" else source
-    try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except IsADirectoryError:
-        raise ExplainInputError(f"{name} is a directory: expected a log file, or - for standard input") from None
-    except OSError as error:
-        raise ExplainInputError(f"cannot read {name}: {error.strerror or error}") from None
-    if not data or data.isspace():  # not strip(): no copy of a 10 MB log
-        raise ExplainInputError(f"{name} is empty: expected a log or traceback")
-    sample = data[:65536]
-    if b"\x00" in sample:
-        raise ExplainInputError(f"{name} is binary data (it holds NUL bytes): expected a text log or traceback")
+    data = read_input(source, "a log or traceback (a file, or - for standard input)")
     text = data.decode("utf-8", errors="replace")  # a log in another encoding still shows its ASCII messages
     undecodable = text.count("\ufffd", 0, 65536)
-    if undecodable > len(sample) // 4:
-        raise ExplainInputError(f"{name} is not text ({undecodable} undecodable bytes in its start)")
+    if undecodable > min(len(data), 65536) // 4:
+        name = "standard input" if source == "-" else source
+        raise InputError(f"{name} is not text ({undecodable} undecodable bytes in its start)")
     return text
 
 
@@ -47,7 +34,7 @@ def parse_given_versions(pins: list[str]) -> dict[str, str]:
     for pin in pins:
         name, sep, version = pin.partition("==")
         if not sep or not name.strip() or not version.strip():
-            raise ExplainInputError(f"--version {pin!r}: expected PACKAGE==VERSION, e.g. trl==0.16.1")
+            raise InputError(f"--version {pin!r}: expected PACKAGE==VERSION, e.g. trl==0.16.1")
         given[name.strip().lower()] = version.strip()
     return given
 
@@ -55,13 +42,8 @@ def parse_given_versions(pins: list[str]) -> dict[str, str]:
 def run(source: str, pins: list[str], as_json: bool) -> int:
     from grpo_compat.catalogue.log_matching import explain, format_explanation
 
-    try:
-        given = parse_given_versions(pins)
-        text = read_log(source)
-    except ExplainInputError as error:
-        print(f"grpo-compat explain: {error}", file=sys.stderr)
-        return 2
-    explanation = explain(text, given)
+    given = parse_given_versions(pins)  # before standard input is read
+    explanation = explain(read_log(source), given)
     if as_json:
         print(json.dumps({"source": source, **explanation.to_dict()}, indent=2))
     else:

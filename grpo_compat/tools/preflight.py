@@ -24,44 +24,34 @@ from grpo_compat.fixes.validation import (
     rules_for,
     settings_from,
 )
+from grpo_compat.tools.arguments import InputError, read_input
 
 DEEPSPEED_STAGES = {"zero0": 0, "zero1": 1, "zero2": 2, "zero2_offload": 2, "zero3": 3, "zero3_offload": 3}
 
 
-class PreflightInputError(ValueError):
-    """The file or arguments cannot be read; the message says why."""
-
-
 def load_config_file(path: Path) -> dict:
     """A TRL config file as ``trl grpo --config`` reads it (YAML or JSON)."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise PreflightInputError(f"cannot read {path}: {error.strerror or error}") from None
-    if not data.strip():
-        raise PreflightInputError(f"{path} is empty: expected a TRL config file (YAML or JSON)")
-    if b"\x00" in data:
-        raise PreflightInputError(f"{path} is binary data: expected a TRL config file (YAML or JSON)")
+    data = read_input(str(path), "a TRL config file (YAML or JSON)", dash_is_stdin=False)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise PreflightInputError(f"{path} is not UTF-8 text (byte {error.start}): expected YAML or JSON") from None
+        raise InputError(f"{path} is not UTF-8 text (byte {error.start}): expected YAML or JSON") from None
     if path.suffix == ".json":
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as error:  # JSONDecodeError; an int too long to convert
-            raise PreflightInputError(f"{path} is not valid JSON: {error}") from None
+            raise InputError(f"{path} is not valid JSON: {error}") from None
     else:
         try:
             import yaml
         except ModuleNotFoundError:
-            raise PreflightInputError("reading YAML needs PyYAML: pip install pyyaml (or pass a .json file)") from None
+            raise InputError("reading YAML needs PyYAML: pip install pyyaml (or pass a .json file)") from None
         try:
             data = yaml.safe_load(text)
         except (yaml.YAMLError, ValueError, RecursionError) as error:
-            raise PreflightInputError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
+            raise InputError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
     if not isinstance(data, dict):
-        raise PreflightInputError(f"{path} must hold a mapping of GRPOConfig fields, got {type(data).__name__}")
+        raise InputError(f"{path} must hold a mapping of GRPOConfig fields, got {type(data).__name__}")
     return data
 
 
@@ -80,7 +70,7 @@ def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
             key = token[2:].replace("-", "_")
             parsed[key] = True
         elif key is None:
-            raise PreflightInputError(f"unexpected {token!r}: swift arguments look like --name value")
+            raise InputError(f"unexpected {token!r}: swift arguments look like --name value")
         else:
             value: object = int(token) if token.lstrip("-").isdigit() else token
             parsed[key] = (
@@ -90,7 +80,7 @@ def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
             )
     missing = sorted(key for key in SWIFT_VALUE_ARGUMENTS if parsed.get(key) is True)
     if missing:
-        raise PreflightInputError(f"--{missing[0]} needs a value (swift rlhf refuses it without one)")
+        raise InputError(f"--{missing[0]} needs a value (swift rlhf refuses it without one)")
     return parsed
 
 
@@ -161,14 +151,14 @@ def checked_version(option: str, version: str | None) -> str | None:
     try:
         version is None or release(version)
     except ValueError:
-        raise PreflightInputError(f"{option} {version!r}: expected a version such as 0.16.1") from None
+        raise InputError(f"{option} {version!r}: expected a version such as 0.16.1") from None
     return version
 
 
 def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int) -> int:
     for option, count in (("--world-size", world_size), ("--nproc-per-node", nproc_per_node), ("--nnodes", nnodes)):
         if count is not None and count < 1:
-            raise PreflightInputError(f"{option} {count}: expected 1 or more")
+            raise InputError(f"{option} {count}: expected 1 or more")
     if world_size:
         return world_size
     if nproc_per_node:
@@ -207,5 +197,5 @@ def rules_here(trl_version: str | None, swift_version: str | None) -> Rules:
 def swift_version_here(requested: str | None) -> str:
     version = requested or installed_version("ms-swift")
     if not version:
-        raise PreflightInputError("ms-swift is not installed here: pass --swift-version X.Y.Z to check for it")
+        raise InputError("ms-swift is not installed here: pass --swift-version X.Y.Z to check for it")
     return version

@@ -18,7 +18,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from grpo_compat.tools.arguments import InputError
+
 STARTUP = Path(__file__).resolve().parent.parent / "startup"  # holds sitecustomize.py
+# The variables startup/sitecustomize.py reads: it names them itself, since it must run where grpo_compat
+# cannot be imported.
 RUN_ENV, STRICT_ENV, ONLY_ENV, SKIP_ENV = (
     "GRPO_COMPAT_RUN",
     "GRPO_COMPAT_RUN_STRICT",
@@ -26,10 +30,6 @@ RUN_ENV, STRICT_ENV, ONLY_ENV, SKIP_ENV = (
     "GRPO_COMPAT_RUN_SKIP",
 )
 COMMAND_NOT_FOUND = 127  # as a shell says it
-
-
-class RunInputError(ValueError):
-    """The command line of `grpo-compat run` cannot be used; the message says why."""
 
 
 def patch_ids(option: str, value: str | None) -> list[str]:
@@ -42,7 +42,7 @@ def patch_ids(option: str, value: str | None) -> list[str]:
     known = {patch.id for patch in registered_patches()}
     unknown = [i for i in ids if i not in known]
     if unknown or not ids:
-        raise RunInputError(f"{option} {value!r}: expected patch ids among {', '.join(sorted(known))}")
+        raise InputError(f"{option} {value!r}: expected patch ids among {', '.join(sorted(known))}")
     return ids
 
 
@@ -58,19 +58,15 @@ def environment(strict: bool, only: list[str], skip: list[str], base: dict[str, 
 
 
 def run(command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool) -> int:
-    try:
-        env = environment(strict, patch_ids("--only", only), patch_ids("--skip", skip), dict(os.environ))
-        if print_env:
-            if command:
-                raise RunInputError("--print-env takes no command: it prints the variables a job script exports")
-            for name in ("PYTHONPATH", RUN_ENV, STRICT_ENV, ONLY_ENV, SKIP_ENV):
-                print(f"export {name}={shlex.quote(env[name])}")
-            return 0
-        if not command:
-            raise RunInputError("give the command to run after --, e.g. grpo-compat run -- python train.py")
-    except RunInputError as error:
-        print(f"grpo-compat run: {error}", file=sys.stderr)
-        return 2
+    env = environment(strict, patch_ids("--only", only), patch_ids("--skip", skip), dict(os.environ))
+    if print_env:
+        if command:
+            raise InputError("--print-env takes no command: it prints the variables a job script exports")
+        for name in ("PYTHONPATH", RUN_ENV, STRICT_ENV, ONLY_ENV, SKIP_ENV):
+            print(f"export {name}={shlex.quote(env[name])}")
+        return 0
+    if not command:
+        raise InputError("give the command to run after --, e.g. grpo-compat run -- python train.py")
     executable = shutil.which(command[0], path=env.get("PATH"))
     if executable is None:
         print(f"grpo-compat run: {command[0]}: command not found", file=sys.stderr)
