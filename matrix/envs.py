@@ -51,6 +51,9 @@ class Cell:
     extra: tuple[str, ...] = field(default=())
     # Packages exempt from exclude_newer besides torch: e.g. the setuptools torch 2.13 needs, in an older era.
     undated: tuple[str, ...] = field(default=())
+    # Pins that win over every package's declared requirements (uv --override): a version skew that pip
+    # refuses but users reach with --no-deps or a later forced install.
+    overrides: tuple[str, ...] = field(default=())
 
     @property
     def uses_preinstalled_torch(self) -> bool:
@@ -62,8 +65,9 @@ class Cell:
         return pins + list(ALWAYS) + list(self.extra)
 
     def fingerprint(self) -> str:
-        undated = [list(self.undated)] if self.undated else []  # absent: the hashes of existing envs stay
-        text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer, *undated], sort_keys=True)
+        # Absent fields leave the hashes of existing envs as they were.
+        optional = [list(values) for values in (self.undated, self.overrides) if values]
+        text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer, *optional], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -83,6 +87,7 @@ def load_cells(path: Path = CELLS_FILE) -> tuple[dict[str, Cell], str]:
             description=table.get("description", ""),
             extra=tuple(table.get("extra", ())),
             undated=tuple(table.get("undated", ())),
+            overrides=tuple(table.get("overrides", ())),
         )
     default = data.get("default_cell", "")
     if default not in cells:
@@ -146,12 +151,18 @@ def env_is_ready(cell: Cell, path: Path | None = None, extras: str = "") -> bool
 
 
 def _sources(cell: Cell) -> list[str]:
-    """Where uv finds packages: PyPI plus pip's find-links, and the cell's release-era date."""
+    """Where uv finds packages: PyPI plus pip's find-links, the cell's release-era date and its overrides."""
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     # The date holds back indirect dependencies; torch is pinned and newer than most dates.
     dated = ["--exclude-newer", cell.exclude_newer]
     dated += [arg for name in ("torch", *cell.undated) for arg in ("--exclude-newer-package", f"{name}=false")]
-    return links + (dated if cell.exclude_newer else [])
+    overrides = []
+    if cell.overrides:
+        path = ENVS_DIR.parent / f"{cell.name}-{cell.fingerprint()}.overrides.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(cell.overrides) + "\n")
+        overrides = ["--override", str(path)]
+    return links + (dated if cell.exclude_newer else []) + overrides
 
 
 def ensure_env(cell: Cell, path: Path | None = None, extras: str = "", wheelhouse: Path | None = None) -> Path:

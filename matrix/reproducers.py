@@ -29,8 +29,8 @@ class Reproducer:
     flags: tuple[str, ...] = ()  # further smoke-script options
     launcher: str = "python"  # python | ddp | zero2 | zero3 (see matrix/runs.py command())
     checks: tuple[str, ...] = ()  # judge checks of matrix/runs.py CHECKS; `upstream` may match what they find
-    # A version skew: upstream fails every run of a cell in the window this way, so the cell's plain smoke
-    # runs expect `upstream` too (and their patched twins must train).
+    # A version skew: upstream fails every run of a cell in the window, so the cell's plain smoke runs expect
+    # `upstream` too (a probe's skew is silent: they train, wrongly) and their patched twins `patched` (or train).
     breaks_every_run: bool = False
 
 
@@ -45,8 +45,11 @@ REPRODUCERS = (
         script="grpo",
         requires=("trl>=0.14",),
         settings=("num_generations=1",),
-        # 0.14-0.16: the misleading divisibility message; 0.17+: "at least 2 generations", no way forward.
-        upstream=r"evenly divisible by the number of generations per prompt \(1\)|requires at least 2 generations",
+        # 0.14: no check; the group of one's reward std is NaN, so are the advantages and, after the first
+        # update, the weights: the next generation fails to sample. 0.15-0.16: the misleading divisibility
+        # message; 0.17+: "at least 2 generations", no way forward.
+        upstream=r"probability tensor contains either `inf`, `nan`|evenly divisible by the number of generations "
+        r"per prompt \(1\)|requires at least 2 generations",
         patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
     ),
     Reproducer(
@@ -85,8 +88,9 @@ REPRODUCERS = (
         patch="trl.grpo-trainer-check",
         failure="batch-rules-misleading",
         script="grpo",
-        # trl < 0.18 checks only in GRPOTrainer, after the model loads; later ones refuse in GRPOConfig.
-        requires=("trl>=0.14,<0.18",),
+        # trl 0.15-0.17 check only in GRPOTrainer, after the model loads; later ones refuse in GRPOConfig. trl 0.14
+        # checks nothing and counts prompts per device: 3 generations of 4 prompts train there.
+        requires=("trl>=0.15,<0.18",),
         settings=("num_generations=3", "per_device_train_batch_size=4"),
         flags=("--apply-late",),
         upstream=r"evenly divisible by the number of generations per prompt \(3\)",
@@ -430,5 +434,27 @@ REPRODUCERS += (
         flags=("--evaluate-first",),
         upstream=r"object has no attribute 'current_gradient_accumulation_steps'",
         patched=None,
+    ),
+    Reproducer(
+        id="processing-class",
+        patch="trl.refuse-transformers-without-processing-class",
+        failure="trl-processing-class-transformers-4.45",
+        script="grpo",
+        requires=("trl>=0.14", "transformers<4.46"),
+        settings=(),
+        upstream=r"unexpected keyword argument 'processing_class'",
+        patched=r"UnsupportedCombinationError: trl [\d.]+ with transformers 4\.4[0-5][\d.]* cannot build a GRPOTrainer",
+        breaks_every_run=True,
+    ),
+    Reproducer(
+        id="num-logits-to-keep-ignored",
+        patch="trl.refuse-trl-0.14-on-transformers-4.52",
+        failure="trl-0.14-logits-to-keep-ignored",
+        script="num-logits-to-keep",
+        requires=("trl>=0.14,<0.15", "transformers>=4.52"),
+        settings=(),
+        upstream=r"asked the model for \d+ positions \(num_logits_to_keep\) and it returned \d+",
+        patched=r"UnsupportedCombinationError: trl 0\.14[\d.]* with transformers [\d.]+ trains on the wrong tokens",
+        breaks_every_run=True,
     ),
 )

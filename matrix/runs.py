@@ -40,6 +40,7 @@ SCRIPTS = {
     "lm-head": Script(MATRIX / "probe_lm_head.py", "grpo", probe=True),
     "lm-head-unsloth": Script(MATRIX / "probe_lm_head_unsloth.py", "grpo", probe=True),
     "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
+    "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
 }
 STEPS = 3
 # The smoke kinds of a trl cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
@@ -144,16 +145,18 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
     skew = next((r for r in REPRODUCERS if r.breaks_every_run and not window_problem(r.requires, versions)), None)
     if skew is None:
         return runs + _reproducer_runs(versions)
-    # Plain cannot train in this cell: its smoke runs reproduce the skew and the patched ones must train; the
-    # other reproducers and trl's own suites need a plain run that trains, and run in the other cells.
-    expectation = f"upstream fails ({skew.failure})"
-    runs = [
-        replace(run, expect_error=skew.upstream, expectation=expectation)
-        if run.mode == "plain"
-        else replace(run, expectation=f"trains where plain fails ({skew.patch})")
-        for run in runs
-        if run.kind in SMOKE_KINDS
-    ]
+    # Plain cannot train correctly in this cell: its smoke runs reproduce the skew (a crash; a silent skew trains
+    # wrongly, which its probe shows) and the patched ones train or are refused; the other reproducers and trl's
+    # own suites need a plain run that trains correctly, and run in the other cells.
+    if SCRIPTS[skew.script].probe:
+        plain = dict(expectation=f"trains, wrongly ({skew.failure}: see repro:{skew.id})")
+    else:
+        plain = dict(expect_error=skew.upstream, expectation=f"upstream fails ({skew.failure})")
+    if skew.patched:
+        patched = dict(expect_error=skew.patched, expectation=f"refused before the model loads ({skew.patch})")
+    else:
+        patched = dict(expectation=f"trains where plain fails ({skew.patch})")
+    runs = [replace(run, **(plain if run.mode == "plain" else patched)) for run in runs if run.kind in SMOKE_KINDS]
     return runs + [run for run in _reproducer_runs(versions) if run.kind == f"repro:{skew.id}"]
 
 

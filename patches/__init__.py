@@ -5,7 +5,9 @@
 # cannot train), then changes to the arguments, then fixes of what upstream built or computed.
 # Every patch that shares a target with another is listed (tests/test_patches.py checks it).
 WRAPPING_ORDER = (
-    # GRPOTrainer.__init__
+    # GRPOTrainer.__init__ (the version refusals' windows do not meet)
+    "trl.refuse-transformers-without-processing-class",
+    "trl.refuse-trl-0.14-on-transformers-4.52",
     "trl.launch-guard",
     "trl.grpo-trainer-check",
     "trl.peft-zero3-reentrant",  # sets gradient_checkpointing_kwargs before upstream reads them

@@ -117,6 +117,29 @@ def test_run_plan_follows_the_cells_versions():
     assert {"swift/plain", "swift/patched"} <= swift and "single/plain" not in swift
 
 
+def test_a_version_skew_cell_runs_its_smoke_kinds_against_the_skew_and_only_its_reproducer():
+    # A crash grpo_compat shims: plain smoke runs expect the crash, patched ones train.
+    shimmed = {run.name: run for run in planned_runs({"trl": "0.16.1", "transformers": "4.52.4"}, "cpu")}
+    assert shimmed["single/plain"].expect_error and "_get_train_sampler" in shimmed["single/plain"].expect_error
+    assert shimmed["single/patched"].expect_error is None
+    assert {name for name in shimmed if name.startswith("repro:")} == {
+        "repro:train-sampler-signature/plain",
+        "repro:train-sampler-signature/patched",
+    }
+    # A crash grpo_compat refuses: plain smoke runs expect the crash, patched ones the refusal.
+    refused = {run.name: run for run in planned_runs({"trl": "0.14.0", "transformers": "4.45.2"}, "cpu")}
+    assert "processing_class" in refused["ddp/plain"].expect_error
+    assert "UnsupportedCombinationError" in refused["ddp/patched"].expect_error
+    # A silent skew (its reproducer is a probe): plain smoke runs train, wrongly; patched ones are refused.
+    silent = {run.name: run for run in planned_runs({"trl": "0.14.0", "transformers": "4.52.4"}, "cpu")}
+    assert silent["single/plain"].expect_error is None and "wrongly" in silent["single/plain"].expectation
+    assert "UnsupportedCombinationError" in silent["single/patched"].expect_error
+    assert "repro:num-logits-to-keep-ignored/plain" in silent
+    # At the window's edge nothing is refused: trl 0.14 on transformers 4.51.3 trains, patched too.
+    edge = planned_runs({"trl": "0.14.0", "transformers": "4.51.3"}, "cpu")
+    assert not [run for run in edge if run.kind in ("single", "ddp") and run.expect_error]
+
+
 def test_quick_cells_exist_and_include_the_newest_and_trl_0_16():
     cells, default = load_cells()
     assert set(quick_cells()) <= set(cells)

@@ -157,6 +157,11 @@ EFFECT_PROBES = {
     # trl 0.15-0.16 with transformers >= 4.52 only: proven in the trl-0.16-tf4.52 cell (its matrix runs) and by
     # tests/test_version_skew.py (patched weights equal trl 0.16.1 + transformers 4.51.3's).
     "trl.train-sampler-signature": None,
+    # trl 0.14 with transformers < 4.46 or >= 4.52 only: proven in the trl-0.14-tf4.45 and trl-0.14-tf4.52 cells
+    # (every patched run refused, every plain run failing or, on 4.52, training on the wrong tokens) and by
+    # tests/test_version_skew.py, which also trains trl 0.14 on transformers 4.51.3 patched (not refused).
+    "trl.refuse-transformers-without-processing-class": None,
+    "trl.refuse-trl-0.14-on-transformers-4.52": None,
     # trl 0.22.0-0.27.0 only: proven in the trl-0.23 cells (evaluate() before train()) by the matrix reproducer
     # evaluate-before-train and tests/test_version_skew.py.
     "trl.accumulation-steps-default": None,

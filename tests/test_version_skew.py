@@ -38,3 +38,25 @@ def test_trl_0_23_evaluates_before_training_patched_and_trains_as_upstream_does_
     ]
     assert untouched[0]["status"] == untouched[1]["status"] == "ok"
     assert untouched[0]["weights_sha256"] == untouched[1]["weights_sha256"]
+
+
+@pytest.mark.slow
+def test_trl_0_14_is_refused_before_the_model_loads_only_on_the_transformers_it_cannot_train_with(model_dir, tmp_path):
+    # transformers 4.45.2 (forced past trl's requirement): Trainer takes no processing_class.
+    plain = smoke("trl-0.14-tf4.45", "plain", model_dir, tmp_path)
+    assert plain["status"] == "error" and "unexpected keyword argument 'processing_class'" in plain["error"]
+    patched = smoke("trl-0.14-tf4.45", "patched", model_dir, tmp_path)
+    assert patched["status"] == "error" and patched["phase"] == "model"
+    assert "UnsupportedCombinationError: trl 0.14.0 with transformers 4.45.2" in patched["error"]
+    assert 'pip install "transformers>=4.46"' in patched["error"]
+    # transformers 4.52.4 (pip allows it): trains without an error, on the wrong tokens; the probe shows it.
+    probe = smoke("trl-0.14-tf4.52", "plain", model_dir, tmp_path, script="probe_num_logits_to_keep.py")
+    assert probe["status"] == "error" and probe["logits_shape"][1] == 12, probe.get("error")
+    patched = smoke("trl-0.14-tf4.52", "patched", model_dir, tmp_path)
+    assert patched["status"] == "error" and "UnsupportedCombinationError" in patched["error"]
+    assert 'pip install "transformers<4.52" or pip install "trl>=0.15"' in patched["error"]
+    # transformers 4.51.3, the newest it trains correctly with: honoured, and patched trains as plain does.
+    assert smoke("trl-0.14", "plain", model_dir, tmp_path, script="probe_num_logits_to_keep.py")["status"] == "ok"
+    edge = [smoke("trl-0.14", mode, model_dir, tmp_path) for mode in ("plain", "patched")]
+    assert edge[0]["status"] == edge[1]["status"] == "ok", edge[1].get("error")
+    assert edge[0]["weights_sha256"] == edge[1]["weights_sha256"]

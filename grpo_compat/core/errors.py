@@ -38,3 +38,7 @@ class LMHeadShapeError(GRPOCompatError, RuntimeError):
 
     A ``RuntimeError`` subclass, like torch's own shape errors that it replaces.
     """
+
+
+class UnsupportedCombinationError(GRPOCompatError, RuntimeError):
+    """Installed versions (or settings on them) that crash or train wrongly, refused before the model loads."""
