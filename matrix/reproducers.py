@@ -457,4 +457,15 @@ REPRODUCERS += (
         patched=r"UnsupportedCombinationError: trl 0\.14[\d.]* with transformers [\d.]+ trains on the wrong tokens",
         breaks_every_run=True,
     ),
+    Reproducer(
+        id="liger-loss-type",
+        patch="trl.refuse-liger-missing-loss-type",
+        failure="liger-loss-type-missing",
+        script="grpo",
+        # trl 0.22-0.24's default loss_type dapo with the Liger GRPO loss, on a liger-kernel without it.
+        requires=("trl>=0.22,<0.25", "liger-kernel>=0.5.7,<0.6.4"),
+        settings=("use_liger_loss=true",),
+        upstream=r"ValueError: Unknown loss type: dapo",
+        patched=r"UnsupportedCombinationError: loss_type='dapo' with the Liger GRPO loss needs liger-kernel >= 0\.6\.4",
+    ),
 )

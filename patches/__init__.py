@@ -8,6 +8,7 @@ WRAPPING_ORDER = (
     # GRPOTrainer.__init__ (the version refusals' windows do not meet)
     "trl.refuse-transformers-without-processing-class",
     "trl.refuse-trl-0.14-on-transformers-4.52",
+    "trl.refuse-liger-missing-loss-type",
     "trl.launch-guard",
     "trl.grpo-trainer-check",
     "trl.peft-zero3-reentrant",  # sets gradient_checkpointing_kwargs before upstream reads them

@@ -162,6 +162,9 @@ EFFECT_PROBES = {
     # tests/test_version_skew.py, which also trains trl 0.14 on transformers 4.51.3 patched (not refused).
     "trl.refuse-transformers-without-processing-class": None,
     "trl.refuse-trl-0.14-on-transformers-4.52": None,
+    # liger-kernel is not in this env (and trl 1.16 has no Liger GRPO loss): proven in the trl-0.23-liger cell
+    # (reproducer liger-loss-type) and by tests/test_version_skew.py (bnpo: weights identical to plain).
+    "trl.refuse-liger-missing-loss-type": None,
     # trl 0.22.0-0.27.0 only: proven in the trl-0.23 cells (evaluate() before train()) by the matrix reproducer
     # evaluate-before-train and tests/test_version_skew.py.
     "trl.accumulation-steps-default": None,

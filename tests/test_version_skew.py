@@ -60,3 +60,20 @@ def test_trl_0_14_is_refused_before_the_model_loads_only_on_the_transformers_it_
     edge = [smoke("trl-0.14", mode, model_dir, tmp_path) for mode in ("plain", "patched")]
     assert edge[0]["status"] == edge[1]["status"] == "ok", edge[1].get("error")
     assert edge[0]["weights_sha256"] == edge[1]["weights_sha256"]
+
+
+@pytest.mark.slow
+def test_liger_loss_without_the_loss_type_is_refused_and_a_loss_type_it_has_trains_as_upstream(model_dir, tmp_path):
+    # trl 0.23.1's default loss_type is dapo; liger-kernel 0.6.2 computes grpo, bnpo and dr_grpo only.
+    plain = smoke("trl-0.23-liger", "plain", model_dir, tmp_path, "use_liger_loss=true")
+    assert plain["status"] == "error" and plain["phase"] == "train"
+    assert "Unknown loss type: dapo" in plain["error"]
+    patched = smoke("trl-0.23-liger", "patched", model_dir, tmp_path, "use_liger_loss=true")
+    assert patched["status"] == "error" and patched["phase"] == "model"
+    assert 'pip install "liger-kernel>=0.6.4" or loss_type="bnpo"' in patched["error"]
+    bnpo = [
+        smoke("trl-0.23-liger", mode, model_dir, tmp_path, "use_liger_loss=true", 'loss_type="bnpo"')
+        for mode in ("plain", "patched")
+    ]
+    assert bnpo[0]["status"] == bnpo[1]["status"] == "ok", bnpo[1].get("error")
+    assert bnpo[0]["weights_sha256"] == bnpo[1]["weights_sha256"]
