@@ -468,4 +468,14 @@ REPRODUCERS += (
         upstream=r"ValueError: Unknown loss type: dapo",
         patched=r"UnsupportedCombinationError: loss_type='dapo' with the Liger GRPO loss needs liger-kernel >= 0\.6\.4",
     ),
+    Reproducer(
+        id="gmpo-liger",
+        patch="trl.refuse-gmpo-with-liger",
+        failure="gmpo-liger-trains-grpo",
+        script="gmpo-liger",
+        requires=("trl>=1.7,<1.14", "liger-kernel>=0.8.0"),
+        settings=(),
+        upstream=r"GMPOTrainer with use_liger_kernel trains on loss \S+, not GMPO's objective",
+        patched=r"UnsupportedCombinationError: GMPOTrainer with use_liger_kernel=True on trl [\d.]+ trains the GRPO objective",
+    ),
 )

@@ -165,6 +165,9 @@ EFFECT_PROBES = {
     # liger-kernel is not in this env (and trl 1.16 has no Liger GRPO loss): proven in the trl-0.23-liger cell
     # (reproducer liger-loss-type) and by tests/test_version_skew.py (bnpo: weights identical to plain).
     "trl.refuse-liger-missing-loss-type": None,
+    # trl 1.7-1.13 with liger-kernel only: proven in the trl-1.9-liger cell (reproducer gmpo-liger) and by
+    # tests/test_version_skew.py (GMPO without Liger: not refused).
+    "trl.refuse-gmpo-with-liger": None,
     # trl 0.22.0-0.27.0 only: proven in the trl-0.23 cells (evaluate() before train()) by the matrix reproducer
     # evaluate-before-train and tests/test_version_skew.py.
     "trl.accumulation-steps-default": None,

@@ -77,3 +77,15 @@ def test_liger_loss_without_the_loss_type_is_refused_and_a_loss_type_it_has_trai
     ]
     assert bnpo[0]["status"] == bnpo[1]["status"] == "ok", bnpo[1].get("error")
     assert bnpo[0]["weights_sha256"] == bnpo[1]["weights_sha256"]
+
+
+@pytest.mark.slow
+def test_gmpo_with_liger_is_refused_and_gmpo_without_liger_is_not(model_dir, tmp_path):
+    # trl 1.9.2: GMPOTrainer with use_liger_kernel computes the fused GRPO loss, not GMPO's objective.
+    probe = "probe_gmpo_liger.py"
+    plain = smoke("trl-1.9-liger", "plain", model_dir, tmp_path, script=probe)
+    assert plain["status"] == "error" and plain["trained_loss"] != plain["gmpo_loss"], plain.get("error")
+    patched = smoke("trl-1.9-liger", "patched", model_dir, tmp_path, script=probe)
+    assert patched["status"] == "error" and "UnsupportedCombinationError: GMPOTrainer" in patched["error"]
+    without_liger = smoke("trl-1.9-liger", "patched", model_dir, tmp_path, "use_liger_kernel=false", script=probe)
+    assert without_liger["status"] == "ok", without_liger.get("error")
