@@ -161,8 +161,10 @@ def describe_plain(result: dict | None, findings: list[str]) -> str:
 SILENT_UPSTREAM = {
     # transformers 4.48 + DeepSpeed: the loss is divided by gradient accumulation twice (KF-5; matrix reproducer
     # deepspeed-ga-double-scaling: ZeRO-2 grad_norm 1/4 of DDP's at accumulation 4).
-    "deepspeed-loss-divided-twice": lambda result: bool(result.get("engine_gradient_accumulation_steps"))
-    and (result.get("trainer_gradient_accumulation_steps") or 1) > 1,
+    "deepspeed-loss-divided-twice": lambda result: (
+        bool(result.get("engine_gradient_accumulation_steps"))
+        and (result.get("trainer_gradient_accumulation_steps") or 1) > 1
+    ),
 }
 
 

@@ -14,34 +14,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_compat.testing.smoke import length_reward, parse_args, run_smoke, tiny_model
-
-MODEL_KERNELS_OFF = {"rope": False, "swiglu": False, "rms_norm": False, "cross_entropy": False}
-MODEL_KERNELS_OFF["fused_linear_cross_entropy"] = False
-
-
-class ProbeFailed(AssertionError):
-    pass
+from grpo_compat.testing.smoke import (
+    LIGER_MODEL_KERNELS_OFF,
+    ProbeFailed,
+    length_reward,
+    parse_args,
+    run_smoke,
+    start_probe,
+)
 
 
 def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
-    result["summary"] = None  # marks a probe result, also when upstream raises below
-    import grpo_compat
-
-    if args.mode == "patched":
-        grpo_compat.apply()  # before trl, so patches hook its import
+    model_dir = start_probe(args, result)
     import torch
+    from trl.experimental.gmpo import GMPOConfig, GMPOTrainer
 
     from matrix.smoke_grpo import config_kwargs, prompts
-
-    model_dir = tiny_model(args)
-
-    from trl.experimental.gmpo import GMPOConfig, GMPOTrainer
 
     args.config_overrides = {"beta": 0.0, "loss_type": "bnpo", **args.config_overrides}
     args.config_overrides = {"use_liger_kernel": True, **args.config_overrides}  # --set use_liger_kernel=false: control
     kwargs, _ = config_kwargs(GMPOConfig, output_dir, args)
-    config = GMPOConfig(**kwargs, liger_kernel_config=MODEL_KERNELS_OFF)
+    config = GMPOConfig(**kwargs, liger_kernel_config=LIGER_MODEL_KERNELS_OFF)
     dataset = prompts()
     trainer = GMPOTrainer(model=str(model_dir), reward_funcs=length_reward, args=config, train_dataset=dataset)
     trainer.current_gradient_accumulation_steps = 1  # set by transformers' training loop, which is not run
@@ -55,11 +48,15 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         raise ProbeFailed(
             f"GMPOTrainer with use_liger_kernel trains on loss {trained:.6f}, not GMPO's objective {gmpo:.6f}"
         )
-    result["summary"] = f"GMPOTrainer (use_liger_kernel={config.use_liger_kernel}) trains on GMPO's objective ({gmpo:.6f})"
+    result["summary"] = (
+        f"GMPOTrainer (use_liger_kernel={config.use_liger_kernel}) trains on GMPO's objective ({gmpo:.6f})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_smoke("probe_gmpo_liger", parse_args(__doc__.splitlines()[0], "GMPOConfig field (JSON value)", argv), probe)
+    return run_smoke(
+        "probe_gmpo_liger", parse_args(__doc__.splitlines()[0], "GMPOConfig field (JSON value)", argv), probe
+    )
 
 
 if __name__ == "__main__":

@@ -22,38 +22,32 @@ import argparse
 import dataclasses
 import sys
 
-from grpo_compat.testing.smoke import length_reward, parse_args, run_smoke, tiny_model
+from grpo_compat.testing.smoke import (
+    LIGER_MODEL_KERNELS_OFF,
+    ProbeFailed,
+    length_reward,
+    parse_args,
+    run_smoke,
+    start_probe,
+)
 
 BATCH, NARROW = 4, 40
-# Liger kernels transformers would put into the model itself (Triton, GPU only): the probe wants the loss only.
-NO_MODEL_KERNELS = {k: False for k in ("rope", "swiglu", "cross_entropy", "fused_linear_cross_entropy", "rms_norm")}
-
-
-class ProbeFailed(AssertionError):
-    pass
 
 
 def liger_settings(config_cls: type) -> dict:
     fields = {f.name for f in dataclasses.fields(config_cls)}
     if "use_liger_loss" in fields:  # trl 0.17-0.24; use_liger_kernel there would patch the model's kernels
         return {"use_liger_loss": True}
-    return {"use_liger_kernel": True, "liger_kernel_config": NO_MODEL_KERNELS}
+    return {"use_liger_kernel": True, "liger_kernel_config": LIGER_MODEL_KERNELS_OFF}
 
 
 def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
-    result["summary"] = None  # marks a probe result, also when upstream raises below
-    import grpo_compat
-
-    if args.mode == "patched":
-        grpo_compat.apply()  # before trl, so patches hook its import
+    model_dir = start_probe(args, result)
     import torch
+    from trl import GRPOConfig, GRPOTrainer
 
     from grpo_compat.testing.lm_head import BackboneOutputsLogits
     from matrix.smoke_grpo import config_kwargs, prompts
-
-    model_dir = tiny_model(args)
-
-    from trl import GRPOConfig, GRPOTrainer
 
     # bnpo: a loss type every liger-kernel release has (trl 0.23's default "dapo" is newer than some).
     args.config_overrides = {"beta": 0.0, "loss_type": "bnpo", **liger_settings(GRPOConfig), **args.config_overrides}
@@ -70,6 +64,8 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     liger = trainer.compute_loss(model, inputs)
     checked = f"hidden (B, K, {head[1]}): Liger loss {liger.item():.6f}"
     if args.mode == "patched":
+        import grpo_compat
+
         grpo_compat.revert()
         upstream = trainer.compute_loss(model, inputs)
         grpo_compat.apply()

@@ -17,30 +17,26 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_compat.testing.smoke import ignore_logits_to_keep, length_reward, parse_args, run_smoke, tiny_model
+from grpo_compat.testing.smoke import (
+    ProbeFailed,
+    ignore_logits_to_keep,
+    length_reward,
+    parse_args,
+    run_smoke,
+    start_probe,
+)
 
 BATCH, LENGTH = 2, 12
 
 
-class ProbeFailed(AssertionError):
-    pass
-
-
 def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
-    result["summary"] = None  # marks a probe result, also when upstream raises below
-    import grpo_compat
-
-    if args.mode == "patched":
-        grpo_compat.apply()  # before trl, so patches hook its import
+    model_dir = start_probe(args, result)
     import torch
+    from trl import GRPOConfig, GRPOTrainer
 
     from grpo_compat.fixes.alignment import UNPREDICTABLE_LOGP
     from grpo_compat.testing.logps import log_prob_method_name, log_probs
     from matrix.smoke_grpo import config_kwargs, prompts
-
-    model_dir = tiny_model(args)
-
-    from trl import GRPOConfig, GRPOTrainer
 
     args.config_overrides = {"beta": 0.0, **args.config_overrides}  # no reference model: it is not probed
     kwargs, _ = config_kwargs(GRPOConfig, output_dir, args)

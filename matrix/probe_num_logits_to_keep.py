@@ -14,28 +14,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_compat.testing.smoke import length_reward, parse_args, run_smoke, tiny_model
+from grpo_compat.testing.smoke import ProbeFailed, length_reward, parse_args, run_smoke, start_probe
 
 BATCH, LENGTH, COMPLETION = 2, 12, 5
 
 
-class ProbeFailed(AssertionError):
-    pass
-
-
 def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
-    result["summary"] = None  # marks a probe result, also when upstream raises below
-    import grpo_compat
-
-    if args.mode == "patched":
-        grpo_compat.apply()  # before trl, so patches hook its import
+    model_dir = start_probe(args, result)
     import torch
+    from trl import GRPOConfig, GRPOTrainer
 
     from matrix.smoke_grpo import config_kwargs, prompts
-
-    model_dir = tiny_model(args)
-
-    from trl import GRPOConfig, GRPOTrainer
 
     kwargs, _ = config_kwargs(GRPOConfig, output_dir, args)
     trainer = GRPOTrainer(

@@ -476,6 +476,6 @@ REPRODUCERS += (
         requires=("trl>=1.7,<1.14", "liger-kernel>=0.8.0"),
         settings=(),
         upstream=r"GMPOTrainer with use_liger_kernel trains on loss \S+, not GMPO's objective",
-        patched=r"UnsupportedCombinationError: GMPOTrainer with use_liger_kernel=True on trl [\d.]+ trains the GRPO objective",
+        patched=r"UnsupportedCombinationError: GMPOTrainer with use_liger_kernel=True on trl [\d.]+ trains the GRPO",
     ),
 )

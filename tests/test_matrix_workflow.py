@@ -27,9 +27,7 @@ def matrix_cells(block: str) -> list[str]:
 
 
 def test_committed_workflow_is_current() -> None:
-    assert workflow.WORKFLOW_FILE.read_text() == workflow.render_workflow(), (
-        "stale: run `grpo-compat matrix workflow`"
-    )
+    assert workflow.WORKFLOW_FILE.read_text() == workflow.render_workflow(), "stale: run `grpo-compat matrix workflow`"
     assert workflow.check() == ""
 
 

@@ -40,7 +40,7 @@ def test_console_script_and_core_dependency(wheel):
     core = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     # packaging, and tomli only where tomllib is missing (the catalogue is TOML).
     assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging", "tomli"]
-    assert "python_version < \"3.11\"" in core[1]
+    assert 'python_version < "3.11"' in core[1]
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "grpo-compat = grpo_compat.tools.cli:main" in wheel.read(entry_points).decode()
 

@@ -230,6 +230,30 @@ def summary(tag: str, result: dict) -> str:
     return line + (f" error={result['error'].splitlines()[0]}" if result["error"] else "")
 
 
+# Liger's kernels transformers would put into the model itself (Triton, GPU only): a probe of the loss wants none.
+LIGER_MODEL_KERNELS_OFF = {
+    kernel: False for kernel in ("rope", "swiglu", "cross_entropy", "fused_linear_cross_entropy", "rms_norm")
+}
+
+
+class ProbeFailed(AssertionError):
+    """A probe's check found upstream's (or the patched) value wrong: the probe's error."""
+
+
+def start_probe(args: argparse.Namespace, result: dict) -> Path:
+    """The start of a trl probe: the result marked as a probe's, grpo_compat applied in patched mode, the tiny model.
+
+    ``result["summary"]`` stays None unless the probe gets to the end, also when upstream raises on the way;
+    apply() runs before trl is imported, so its patches hook the import.
+    """
+    result["summary"] = None
+    if args.mode == "patched":
+        import grpo_compat
+
+        grpo_compat.apply()
+    return tiny_model(args)
+
+
 def run_smoke(tag: str, args: argparse.Namespace, train: Callable[[argparse.Namespace, str, dict], None]) -> int:
     """Call ``train(args, output_dir, result)``, record its outcome, write the JSON; the exit status.
 

@@ -37,7 +37,7 @@ LOSS_TYPES_SINCE = {
 
 
 def liger_loss_selected(args: Any, trl_version: str) -> bool:
-    """Whether the config trains with the Liger GRPO loss on this trl (before 0.25 use_liger_kernel is another switch)."""
+    """Whether the config trains with the Liger GRPO loss on this trl (before 0.25 use_liger_kernel is another flag)."""
     from grpo_compat.core.versions import release
 
     switch = "use_liger_loss" if release(trl_version) < (0, 25) else "use_liger_kernel"
