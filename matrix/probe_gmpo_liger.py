@@ -31,8 +31,8 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
 
     from matrix.smoke_grpo import config_kwargs, prompts
 
-    args.config_overrides = {"beta": 0.0, "loss_type": "bnpo", **args.config_overrides}
-    args.config_overrides = {"use_liger_kernel": True, **args.config_overrides}  # --set use_liger_kernel=false: control
+    # --set use_liger_kernel=false: the control, GMPO without Liger.
+    args.config_overrides = {"beta": 0.0, "loss_type": "bnpo", "use_liger_kernel": True, **args.config_overrides}
     kwargs, _ = config_kwargs(GMPOConfig, output_dir, args)
     config = GMPOConfig(**kwargs, liger_kernel_config=LIGER_MODEL_KERNELS_OFF)
     dataset = prompts()

@@ -43,13 +43,22 @@ REPRODUCERS = (
         patch="trl.grpo-config-check",
         failure="batch-rules-misleading",
         script="grpo",
-        requires=("trl>=0.14",),
+        requires=("trl>=0.15",),
         settings=("num_generations=1",),
-        # 0.14: no check; the group of one's reward std is NaN, so are the advantages and, after the first
-        # update, the weights: the next generation fails to sample. 0.15-0.16: the misleading divisibility
-        # message; 0.17+: "at least 2 generations", no way forward.
-        upstream=r"probability tensor contains either `inf`, `nan`|evenly divisible by the number of generations "
-        r"per prompt \(1\)|requires at least 2 generations",
+        # 0.15-0.16: the misleading divisibility message; 0.17+: "at least 2 generations", no way forward.
+        upstream=r"evenly divisible by the number of generations per prompt \(1\)|requires at least 2 generations",
+        patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
+    ),
+    Reproducer(
+        id="single-generation-unchecked",
+        patch="trl.grpo-config-check",
+        failure="batch-rules-misleading",
+        script="grpo",
+        # trl 0.14 checks nothing: the group of one's reward std is NaN, so are the advantages and, after the
+        # first update, the weights, and the next generation fails to sample.
+        requires=("trl>=0.14,<0.15",),
+        settings=("num_generations=1",),
+        upstream=r"probability tensor contains either `inf`, `nan`",
         patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
     ),
     Reproducer(
