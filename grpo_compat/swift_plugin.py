@@ -23,7 +23,7 @@ from typing import Any
 PLUGIN_FILE = Path(__file__).resolve().parent / "swift_plugin_file" / "grpo_compat_swift_plugin.py"
 # The non-Megatron RLHFArguments (4.x, 3.x): Megatron's GRPO arguments have other batch fields.
 RLHF_ARGUMENT_MODULES = ("swift.arguments.rlhf_args", "swift.llm.argument.rlhf_args")
-ARGUMENTS_PATCH = "swift.grpo-arguments-check"
+ARGUMENTS_CHECKED_IN = "RLHFArguments.__post_init__"  # what the arguments-time patches wrap
 IMPORTING_FUNCTION = "_import_external_plugins"  # BaseArguments' method, in ms-swift 3.x and 4.x
 
 
@@ -62,7 +62,6 @@ def activate() -> None:
         return
     import grpo_compat
     from grpo_compat.core.logs import log
-    from grpo_compat.core.report import Status
     from grpo_compat.fixes.detectors import SWIFT_GRPO_TRAINER_MODULES
 
     arguments = arguments_being_parsed()
@@ -73,7 +72,28 @@ def activate() -> None:
         grpo_compat.apply()
     if arguments is None:
         log("debug", "swift plugin: imported outside ms-swift's argument parsing; no arguments to check")
-    elif grpo and grpo_compat.report()[ARGUMENTS_PATCH].status is Status.APPLIED:
-        from grpo_compat.tools.preflight import refuse_impossible_swift_grpo
+    elif grpo:
+        check_arguments_being_parsed(arguments, grpo_compat.report())
 
-        refuse_impossible_swift_grpo(arguments)
+
+def check_arguments_being_parsed(arguments: Any, report: Any) -> None:
+    """Run the applied patches on ``RLHFArguments.__post_init__`` for ``arguments``, outermost first.
+
+    apply() wrapped the class while this object's ``__post_init__`` was already running, so their
+    wrappers are called here with a ``__post_init__`` that does nothing: upstream's is under way.
+    """
+    from grpo_compat.core.registry import registered_patches, wrapping_order
+    from grpo_compat.core.report import Status
+
+    position = {patch_id: index for index, patch_id in enumerate(wrapping_order())}
+    patches = sorted(registered_patches(), key=lambda p: position.get(p.id, len(position)))
+    for patch in patches:
+        if report.status_of(patch.id) is not Status.APPLIED:
+            continue
+        for target in patch.targets:
+            if target.module in RLHF_ARGUMENT_MODULES and target.qualname == ARGUMENTS_CHECKED_IN:
+                target.wrapper(_post_init_under_way, arguments)
+
+
+def _post_init_under_way(*args: Any, **kwargs: Any) -> None:
+    return None

@@ -40,8 +40,9 @@ def collect(results: list[Path]) -> dict[str, dict]:
             if (reproducer.id, message) in seen:
                 continue
             seen.add((reproducer.id, message))
-            stem = cell_file.parent / cell["cell"] / f"repro_{reproducer.id}_plain"
-            logs = [path for path in (stem.with_suffix(".swift.log"), stem.with_suffix(".log")) if path.exists()]
+            stem = f"repro_{reproducer.id}_plain"  # not a Path's stem: reproducer ids may hold dots
+            logs = [cell_file.parent / cell["cell"] / f"{stem}{suffix}" for suffix in (".swift.log", ".log")]
+            logs = [path for path in logs if path.exists()]
             if not logs:
                 continue
             lines = "\n".join(path.read_text(errors="replace") for path in logs).splitlines()

@@ -456,6 +456,17 @@ REPRODUCERS += (
         breaks_every_run=True,
     ),
     Reproducer(
+        id="swift-trl-0.20-logps-renamed",
+        patch="swift.refuse-trl-0.20-on-swift-3.5",
+        failure="swift-3.5-trl-0.20",
+        script="swift",
+        requires=("ms-swift>=3.5,<3.7", "trl>=0.20"),
+        settings=(),
+        upstream=r"'super' object has no attribute '_get_per_token_logps'",
+        patched=r"UnsupportedCombinationError: ms-swift 3\.[56][\d.]* with trl [\d.]+ cannot train GRPO",
+        breaks_every_run=True,
+    ),
+    Reproducer(
         id="num-logits-to-keep-ignored",
         patch="trl.refuse-trl-0.14-on-transformers-4.52",
         failure="trl-0.14-logits-to-keep-ignored",

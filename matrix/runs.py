@@ -44,8 +44,8 @@ SCRIPTS = {
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
 }
 STEPS = 3
-# The smoke kinds of a trl cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
-SMOKE_KINDS = ("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8")
+# The smoke kinds of a trl or ms-swift cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
+SMOKE_KINDS = ("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "swift", "swift-cli", "swift-cli-2proc")
 # trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
 TRL_SOURCE_ENV = "GRPO_COMPAT_TRL_SOURCE"
 UPSTREAM_SUITE = MATRIX / "upstream_suite.py"

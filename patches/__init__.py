@@ -19,6 +19,9 @@ WRAPPING_ORDER = (
     # GRPOTrainer.training_step (their windows do not meet: trl >= 0.22 needs transformers >= 4.55, not 4.48)
     "trl.accumulation-steps-default",  # the attribute upstream's loss reads, for the whole step
     "trl.deepspeed-gas-double-scaling",
+    # ms-swift 3.x RLHFArguments.__post_init__
+    "swift.refuse-trl-0.20-on-swift-3.5",
+    "swift.grpo-arguments-check",
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes

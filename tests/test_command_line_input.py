@@ -8,7 +8,7 @@ import contextlib
 import io
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from grpo_compat.tools.cli import main
@@ -183,6 +183,7 @@ def test_matrix_on_any_arguments(monkeypatch, files, action, extra):
     ),
     command=TOKENS,
 )
+@example(flags=[], command=["\n"])  # a command name that would print two lines
 def test_run_on_any_arguments(monkeypatch, flags, command):
     import os
 

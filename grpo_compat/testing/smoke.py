@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 import traceback
@@ -288,7 +289,17 @@ def run_smoke(tag: str, args: argparse.Namespace, train: Callable[[argparse.Name
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             Path(args.output).write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(summary(tag, result), flush=True)
+    leave_process_group()
     return 0 if result["status"] == "ok" else 1
+
+
+def leave_process_group() -> None:
+    """Destroy torch.distributed's default group before exit, as PyTorch asks: left to the interpreter's
+    teardown, gloo's threads can abort a process that trained ("terminate called without an active
+    exception", SIGABRT; pytorch/pytorch#190489)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def free_port() -> int:

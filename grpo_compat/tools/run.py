@@ -68,14 +68,16 @@ def run(command: list[str], strict: bool, only: str | None, skip: str | None, pr
     if not command:
         raise InputError("give the command to run after --, e.g. grpo-compat run -- python train.py")
     executable = shutil.which(command[0], path=env.get("PATH"))
+    # One line, whatever the name holds (a stray newline from a job script's quoting, say).
+    name = command[0] if command[0].isprintable() else repr(command[0])
     if executable is None:
-        print(f"grpo-compat run: {command[0]}: command not found", file=sys.stderr)
+        print(f"grpo-compat run: {name}: command not found", file=sys.stderr)
         return COMMAND_NOT_FOUND
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execve(executable, command, env)
     except OSError as error:  # e.g. not executable: as a shell reports it
-        print(f"grpo-compat run: {command[0]}: {error.strerror}", file=sys.stderr)
+        print(f"grpo-compat run: {name}: {error.strerror}", file=sys.stderr)
         return 126
     return 0  # not reached: the command replaced this process

@@ -64,3 +64,5 @@ if trainer.accelerator.is_main_process:
         digest.update(state[name].detach().to(torch.float32).cpu().numpy().tobytes())
     with open(args.output, "w") as handle:
         json.dump({"sha256": digest.hexdigest(), "applied": applied}, handle)
+if torch.distributed.is_initialized():  # as PyTorch asks: gloo's teardown at exit can abort (pytorch#190489)
+    torch.distributed.destroy_process_group()
