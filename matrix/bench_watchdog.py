@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HOOKS = ("on_step_begin", "on_step_end", "on_log", "on_train_end")
+# The callback hooks, and the optimizer pre-step hook that reads the learning rate and gradient norm.
+HOOKS = ("on_step_begin", "on_step_end", "on_log", "on_train_end", "_observe_update")
 
 
 def main() -> int:
@@ -40,7 +41,7 @@ def main() -> int:
         trainer = GRPOTrainer(
             model=str(model_dir), reward_funcs=length_reward, args=GRPOConfig(**kwargs), train_dataset=prompts()
         )
-        watchdog = build_callback(WatchdogSettings())
+        watchdog = build_callback(WatchdogSettings(), trainer)
         spent = {hook: 0.0 for hook in HOOKS}
         for hook in HOOKS:
             original = getattr(watchdog, hook)

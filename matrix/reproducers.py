@@ -375,6 +375,17 @@ _STALLED = r"trainable parameters did not change|no group had any reward spread"
 _WATCHDOG_RUNS = (
     # (id suffix, flags, settings, the diagnosis the patched run must give, launcher, extra cell window)
     ("constant-reward", ("--reward", "constant"), (), r"same reward.*advantage", "python", ()),
+    # trl's default logging_steps: nothing is logged before the check, the watchdog reads the trainer's metrics
+    (
+        "constant-reward-unlogged",
+        ("--reward", "constant"),
+        ("logging_steps=10",),
+        r"same reward.*advantage",
+        "python",
+        (),
+    ),
+    # trl >= 1.9 scores an infinite reward's group as nothing to learn from (weights stay put, no error)
+    ("inf-reward-masked", ("--reward", "inf"), (), r"returned inf", "python", ("trl>=1.9",)),
     ("lr-zero", (), ("learning_rate=0",), r"the learning rate is 0", "python", ()),
     ("bf16-weights", ("--weights-dtype", "bfloat16"), ("learning_rate=1e-6",), r"bf16", "python", ()),
     ("constant-reward-zero3", ("--reward", "constant"), (), r"same reward.*advantage", "zero3", ZERO3_ON_CPU),
@@ -395,6 +406,22 @@ REPRODUCERS += tuple(
         checks=("learns",),
     )
     for suffix, flags, settings, diagnosis, launcher, window in _WATCHDOG_RUNS
+)
+# trl < 1.0 (0.14, 0.16, 0.19, 0.23, 0.29 run): an infinite reward makes the update inf / NaN and the next
+# generation fails to sample; patched, the run stops at the step where the inf / NaN appeared, naming the reward.
+REPRODUCERS += (
+    Reproducer(
+        id="watchdog-inf-reward-diverges",
+        patch="trl.learning-watchdog",
+        failure="training-diverged",
+        script="grpo",
+        requires=("trl>=0.14,<1.0",),
+        settings=(),
+        flags=("--reward", "inf", "--watchdog", "stop"),
+        upstream=r"probability tensor contains either `inf`, `nan` or element < 0",
+        patched=r"TrainingStalledError: GRPO training diverged: inf / NaN at optimizer step 1: .*the rewards\. "
+        r"Likely cause: a reward function returned inf",
+    ),
 )
 # ms-swift: the watchdog reaches swift's GRPOTrainer through trl's train() (SwiftMixin.train -> super().train()).
 REPRODUCERS += (

@@ -51,3 +51,38 @@ def test_a_healthy_run_is_never_flagged_and_the_watchdog_changes_no_weight(model
     assert plain["weights_sha256"] == watched["weights_sha256"] == unwatched["weights_sha256"]
     statuses = {p["id"]: p["status"] for p in watched["grpo_compat"]["patches"]}
     assert statuses["trl.learning-watchdog"] == "applied"
+
+
+def test_completions_cut_at_the_limit_for_five_steps_are_named_with_the_limit(model_dir, tmp_path):
+    result = patched_run(model_dir, tmp_path, "max_completion_length=2", flags=("--steps", "6"))
+    assert result["status"] == "ok", result["error"]
+    assert result["watchdog_warnings"] == [
+        "GRPO completions are truncated: at least 95% of completions hit max_completion_length=2 in every batch of "
+        "5 optimizer steps in a row. Likely cause: the model does not finish within the limit, so every reward "
+        "judges cut-off text. What to change: raise max_completion_length, or reward (or "
+        "mask_truncated_completions) completions that stop early."
+    ]
+
+
+def test_zero_advantages_from_truncated_completions_name_the_truncation_as_the_cause(model_dir, tmp_path):
+    result = patched_run(model_dir, tmp_path, "max_completion_length=2", flags=("--reward", "constant"))
+    (warning,) = result["watchdog_warnings"]
+    assert "Likely cause: every completion was cut at max_completion_length=2" in warning
+
+
+def test_rewards_that_are_all_none_are_named_as_unscored_not_as_an_optimizer_fault(model_dir, tmp_path):
+    # trl 1.16 masks rows no reward function scored: nothing moves, and the reward logged is NaN.
+    result = patched_run(model_dir, tmp_path, flags=("--reward", "none"))
+    (warning,) = result["watchdog_warnings"]
+    assert "no completion was scored: every reward function returned None" in warning
+
+
+def test_trls_sampling_error_after_an_infinite_reward_is_followed_by_the_diagnosis(model_dir, tmp_path):
+    # trl 0.16: the inf reward's NaN advantages reach the weights at step 1; the next generation cannot sample.
+    result = smoke("trl-0.16", "patched", model_dir, tmp_path, flags=("--reward", "inf"))
+    assert result["error"].startswith("RuntimeError: probability tensor contains either `inf`, `nan`")
+    diverged, follows = result["watchdog_warnings"]
+    assert diverged.startswith("GRPO training diverged: inf / NaN at optimizer step 1: the gradients, the sampled")
+    assert "Likely cause: a reward function returned inf" in diverged
+    sampling = "Generation failed to sample (probability tensor contains either inf, nan or element < 0)"
+    assert follows == f"{sampling}; it follows from this: {diverged}"

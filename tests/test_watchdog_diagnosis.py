@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grpo_compat.core.errors import GRPOSettingsError
-from grpo_compat.fixes.watchdog import Evidence, WatchdogSettings, diagnose
+from grpo_compat.fixes.watchdog import Evidence, WatchdogSettings, diagnose, diverged, truncation
 
 SETTINGS = WatchdogSettings()
 
@@ -66,7 +66,48 @@ def test_a_run_of_zero_spread_steps_is_reported_even_when_weights_move():
     settings = WatchdogSettings(zero_spread_steps=3)
     assert diagnose(healthy(zero_spread=[False, True, True]), settings) is None
     finding = diagnose(healthy(zero_spread=[False, True, True, True]), settings)
-    assert "3 logged steps in a row" in finding.problem
+    assert "3 optimizer steps in a row" in finding.problem
+
+
+def test_unchanged_weights_after_real_optimizer_steps_name_no_cause_the_evidence_does_not_show():
+    # trl's own tests: the optimizer stepped, nothing was logged, and the watchdog saw no reward metrics.
+    finding = diagnose(healthy(changed_elements=0, grad_norms=[], zero_spread=[], learning_rates=[]), SETTINGS)
+    assert "accumulation" not in finding.cause and "DeepSpeed" not in finding.fix
+    assert finding.cause == "not determined from what the watchdog could see"
+    assert "seen: the optimizer stepped 2 times" in finding.problem
+    assert "not seen: the learning rate, the gradients, the rewards" in finding.problem
+
+
+def test_zero_gradients_with_reward_spread_seen_blame_the_loss_path_not_the_rewards():
+    finding = diagnose(healthy(changed_elements=0, grad_norms=[0.0, 0.0], zero_spread=[False, False]), SETTINGS)
+    assert finding.cause.startswith("the loss does not reach the trainable parameters")
+
+
+def test_all_none_rewards_are_named_as_unscored():
+    finding = diagnose(healthy(changed_elements=0, zero_spread=[], unscored=[True, True]), SETTINGS)
+    assert finding.cause.startswith("no completion was scored")
+
+
+def test_inf_nan_is_named_at_its_step_with_the_reward_as_cause_only_when_a_reward_was_inf():
+    assert diverged(healthy()) is None
+    from_reward = diverged(
+        healthy(nonfinite=["the gradients", "the rewards"], nonfinite_step=3, infinite_rewards=[True])
+    )
+    assert from_reward.message().startswith("GRPO training diverged: inf / NaN at optimizer step 3: the gradients")
+    assert "a reward function returned inf" in from_reward.cause
+    from_update = diverged(healthy(nonfinite=["the sampled weights"], nonfinite_step=1, learning_rates=[0.5]))
+    assert "learning rate too high for this model (learning_rate 0.5)" in from_update.cause
+
+
+def test_truncation_is_named_after_five_steps_in_a_row_of_nearly_all_completions_cut():
+    assert truncation(healthy(truncated=[1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0]), SETTINGS) is None
+    finding = truncation(healthy(truncated=[0.96] * 5, max_completion_length=256), SETTINGS)
+    assert "hit max_completion_length=256 in every batch of 5 optimizer steps in a row" in finding.problem
+
+
+def test_zero_advantages_while_every_completion_is_cut_name_the_truncation():
+    finding = diagnose(healthy(changed_elements=0, zero_spread=[True, True], truncated=[1.0, 1.0]), SETTINGS)
+    assert finding.cause.startswith("every completion was cut at max_completion_length")
 
 
 @given(
@@ -81,6 +122,9 @@ def test_a_run_of_zero_spread_steps_is_reported_even_when_weights_move():
         learning_rates=st.lists(st.floats(allow_nan=True)),
         grad_norms=st.lists(st.floats(allow_nan=True)),
         zero_spread=st.lists(st.booleans()),
+        truncated=st.lists(st.floats(0, 1)),
+        unscored=st.lists(st.booleans()),
+        infinite_rewards=st.lists(st.booleans()),
     )
 )
 def test_diagnosis_never_raises_and_every_finding_says_what_to_change(evidence):
@@ -88,6 +132,8 @@ def test_diagnosis_never_raises_and_every_finding_says_what_to_change(evidence):
     if finding is not None:
         assert finding.problem and finding.cause and finding.fix
         assert finding.message().startswith("GRPO is not learning: ")
+    for other in (diverged(evidence), truncation(evidence, SETTINGS)):
+        assert other is None or (other.problem and other.cause and other.fix)
 
 
 def test_settings_come_from_the_environment_and_bad_values_are_named():

@@ -31,8 +31,8 @@ _RANK_PREFIX = re.compile(r"\n(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<std(?:out|e
 # pass of this regex instead of one per pattern keeps a 10 MB log well under 200 ms; tests/test_explain.py
 # checks that every fixture gives the same matches as a search of the whole text.
 ANCHORS = re.compile(
-    r"Error|Exception|Warning|WARNING|ERROR|GRPO is not learning|RLHF|INFO\] \[config\.py"
-    r"|'frac_reward_zero_std': 1\.0|'grad_norm': 0\.0"
+    r"Error|Exception|Warning|WARNING|ERROR|GRPO is not learning|GRPO training diverged|GRPO completions are truncated"
+    r"|RLHF|INFO\] \[config\.py|'frac_reward_zero_std': 1\.0|'grad_norm': 0\.0|'completions/clipped_ratio': 1"
 )
 LINES_AFTER_ANCHOR = 8
 _DIGITS = str.maketrans("", "", "0123456789")

@@ -3,8 +3,11 @@
 The worst GRPO failure is silent: no error, the weights never move, KL stays 0. The watchdog keeps
 a cheap fingerprint of a sample of trainable parameter elements (each rank its own ZeRO-3 shard;
 the counts are summed over ranks, so every rank reaches the same verdict), compares it after the
-first optimizer steps, and reads what the trainer logs (reward spread, KL, gradient norm, learning
-rate). The diagnosis in :func:`diagnose` is a pure function of that evidence.
+first optimizer steps, and gathers its own evidence at every step: the optimizer's learning rate,
+gradient norm and step count (optimizer hooks) and the trainer's per-batch metrics (reward spread,
+reward, KL, truncation), whatever the logging interval. :func:`diagnose` (not learning),
+:func:`diverged` (inf / NaN) and :func:`truncation` are pure functions of that evidence, and name a
+cause only when its evidence was seen.
 
 It only reads: no RNG, no writes to parameters or gradients, so a healthy run's weights are
 bit-identical with and without it. Settings come from the environment:
@@ -12,7 +15,8 @@ bit-identical with and without it. Settings come from the environment:
     GRPO_COMPAT_WATCHDOG=warn|stop|off      warn (default) logs once; stop raises TrainingStalledError
     GRPO_COMPAT_WATCHDOG_STEPS=2            optimizer steps before the weights are compared
     GRPO_COMPAT_WATCHDOG_MIN_CHANGED=0.5    fraction of sampled weight elements that must move
-    GRPO_COMPAT_WATCHDOG_ZERO_SPREAD_STEPS=3  logged steps in a row with no reward spread in any group
+    GRPO_COMPAT_WATCHDOG_ZERO_SPREAD_STEPS=3  optimizer steps in a row with no reward spread in any group
+    GRPO_COMPAT_WATCHDOG_TRUNCATED_STEPS=5   optimizer steps in a row with (nearly) every completion truncated
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class WatchdogSettings:
     check_after_steps: int = 2
     min_changed_fraction: float = 0.5
     zero_spread_steps: int = 3
+    truncated_steps: int = 5
     elements_per_parameter: int = 64  # sampled at fixed strides: no RNG is touched
     max_parameters: int = 64
 
@@ -47,6 +52,7 @@ class WatchdogSettings:
             check_after_steps=_env_number(env, "GRPO_COMPAT_WATCHDOG_STEPS", 2, int, low=1),
             min_changed_fraction=_env_number(env, "GRPO_COMPAT_WATCHDOG_MIN_CHANGED", 0.5, float, low=0.0, high=1.0),
             zero_spread_steps=_env_number(env, "GRPO_COMPAT_WATCHDOG_ZERO_SPREAD_STEPS", 3, int, low=1),
+            truncated_steps=_env_number(env, "GRPO_COMPAT_WATCHDOG_TRUNCATED_STEPS", 5, int, low=1),
         )
 
 
@@ -64,9 +70,25 @@ def _env_number(env: Any, name: str, default: Any, kind: type, low: float, high:
     return value
 
 
+# The first words of every watchdog message, one per kind of finding.
+NOT_LEARNING = "GRPO is not learning"
+DIVERGED = "GRPO training diverged"
+TRUNCATED = "GRPO completions are truncated"
+HEADLINES = (NOT_LEARNING, DIVERGED, TRUNCATED)
+# How the note after trl's sampling error ("probability tensor contains either inf, nan ...") begins.
+SAMPLING_FAILED = "Generation failed to sample (probability tensor contains either inf, nan or element < 0)"
+# A generation batch counts as truncated when at least this fraction of its completions hit the limit.
+NEARLY_ALL = 0.95
+
+
 @dataclass
 class Evidence:
-    """What the watchdog saw up to the check; None where it could not tell."""
+    """What the watchdog saw itself up to the check; None or empty where it could not tell.
+
+    Per optimizer step, from the optimizer (learning rate, gradient norm, step count) and the sampled
+    weights; per generation batch, from the trainer's own GRPO metrics (reward spread, KL, reward,
+    truncation), or from the logs where a trainer keeps none.
+    """
 
     trainable_elements: int = 0
     sampled_elements: int = 0
@@ -77,18 +99,32 @@ class Evidence:
     learning_rates: list[float] = field(default_factory=list)
     grad_norms: list[float] = field(default_factory=list)
     kls: list[float] = field(default_factory=list)
-    zero_spread: list[bool] = field(default_factory=list)  # per logged step: no group had reward spread
+    zero_spread: list[bool] = field(default_factory=list)  # per step: no group of its batches had reward spread
+    spread_source: str = "optimizer steps"  # or "logged steps" when read from the logs
+    truncated: list[float] = field(default_factory=list)  # per step: least fraction of a batch cut at the limit
+    max_completion_length: int | None = None
+    nonfinite: list[str] = field(default_factory=list)  # what was inf / NaN at the first step anything was
+    nonfinite_step: int | None = None
+    infinite_rewards: list[bool] = field(default_factory=list)  # per step: a batch's mean reward was inf
+    unscored: list[bool] = field(default_factory=list)  # per step: every batch's mean reward was NaN (all None)
 
     @property
     def changed_fraction(self) -> float:
         return self.changed_elements / self.sampled_elements if self.sampled_elements else 0.0
 
     def longest_zero_spread_run(self) -> int:
-        longest = current = 0
-        for flat in self.zero_spread:
-            current = current + 1 if flat else 0
-            longest = max(longest, current)
-        return longest
+        return _longest_run(self.zero_spread)
+
+    def longest_truncated_run(self) -> int:
+        return _longest_run([fraction >= NEARLY_ALL for fraction in self.truncated])
+
+
+def _longest_run(flags: list[bool]) -> int:
+    longest = current = 0
+    for flag in flags:
+        current = current + 1 if flag else 0
+        longest = max(longest, current)
+    return longest
 
 
 @dataclass(frozen=True)
@@ -96,17 +132,56 @@ class Finding:
     problem: str  # what is wrong, with the numbers
     cause: str  # the most likely cause given the evidence
     fix: str  # what to change
+    headline: str = NOT_LEARNING
 
     def message(self) -> str:
-        return f"GRPO is not learning: {self.problem}. Likely cause: {self.cause}. What to change: {self.fix}."
+        return f"{self.headline}: {self.problem}. Likely cause: {self.cause}. What to change: {self.fix}."
 
 
 def _all_zero(values: list[float]) -> bool:
     return bool(values) and all(v == 0 for v in values)
 
 
+def diverged(evidence: Evidence) -> Finding | None:
+    """Inf / NaN in what training computes, named at the first step it appeared, with the causes its evidence allows."""
+    if not evidence.nonfinite:
+        return None
+    what = ", ".join(evidence.nonfinite)
+    problem = f"inf / NaN at optimizer step {evidence.nonfinite_step}: {what}"
+    if any(evidence.infinite_rewards):
+        cause = "a reward function returned inf, which reached the advantages and the gradient"
+        fix = "make every reward function return finite numbers (None for a completion it cannot score)"
+    elif evidence.low_precision_weights:
+        cause = "the weights are held in fp16/bf16 without fp32 master weights (fp16 overflows above 65504)"
+        fix = "load the model in float32 and train with --bf16 (mixed precision keeps fp32 master weights)"
+    else:
+        rates = sorted({rate for rate in evidence.learning_rates if math.isfinite(rate)})
+        at = f" (learning_rate {rates[-1]:g})" if rates else ""
+        cause = f"the update overflowed: a learning rate too high for this model{at}, or fp16 loss scaling"
+        fix = "lower learning_rate, keep max_grad_norm (gradient clipping) on, and prefer bf16 to fp16"
+    return Finding(problem, cause, fix + "; the next generation would fail to sample from these weights", DIVERGED)
+
+
+def truncation(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
+    """Nearly every completion cut at max_completion_length for several optimizer steps in a row."""
+    longest = evidence.longest_truncated_run()
+    if longest < settings.truncated_steps:
+        return None
+    limit = evidence.max_completion_length
+    return Finding(
+        f"at least {NEARLY_ALL:.0%} of completions hit max_completion_length"
+        f"{f'={limit}' if limit else ''} in every batch of {longest} optimizer steps in a row",
+        "the model does not finish within the limit, so every reward judges cut-off text",
+        "raise max_completion_length, or reward (or mask_truncated_completions) completions that stop early",
+        TRUNCATED,
+    )
+
+
 def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
-    """The most likely reason the run does not learn, or None when it looks healthy."""
+    """The most likely reason the run does not learn, or None when it looks healthy.
+
+    A cause is named only when the evidence for it was seen; otherwise the finding says what was seen.
+    """
     if evidence.trainable_elements == 0:
         return Finding(
             "the model has no trainable parameters",
@@ -126,19 +201,37 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
     if not (unchanged or few_changed):
         longest = evidence.longest_zero_spread_run()
         if longest >= settings.zero_spread_steps:
-            return _zero_advantage(f"no group had any reward spread for {longest} logged steps in a row")
+            return _zero_advantage(
+                f"no group had any reward spread for {longest} {evidence.spread_source} in a row", evidence
+            )
         return None
     moved = f"{evidence.changed_elements} of {evidence.sampled_elements} sampled weight elements changed"
     problem = f"after {steps} optimizer steps {moved} ({evidence.changed_fraction:.1%})"
     if _all_zero(evidence.learning_rates):
         return Finding(problem, "the learning rate is 0", "set learning_rate > 0 (check the warmup / scheduler)")
     if evidence.zero_spread and all(evidence.zero_spread):
-        return _zero_advantage(problem)
-    if unchanged and _all_zero(evidence.grad_norms):
+        return _zero_advantage(problem, evidence)
+    if any(evidence.infinite_rewards):
         return Finding(
             problem,
-            "every gradient is zero: zero advantages, or a loss that does not reach the trainable parameters "
-            "(PEFT with gradient checkpointing and no input gradients)",
+            "a reward function returned inf (the mean reward logged was inf), which leaves no finite advantage",
+            "make every reward function return finite numbers (None for a completion it cannot score)",
+        )
+    if evidence.unscored and all(evidence.unscored):
+        return Finding(
+            problem,
+            "no completion was scored: every reward function returned None for every completion, so every "
+            "advantage is 0",
+            "make at least one reward function return a number for the completions it can judge",
+        )
+    if unchanged and _all_zero(evidence.grad_norms):
+        spread_seen = any(not flat for flat in evidence.zero_spread)
+        return Finding(
+            problem + "; every gradient was exactly 0",
+            "the loss does not reach the trainable parameters (PEFT with gradient checkpointing and no input gradients)"
+            if spread_seen
+            else "zero advantages, or a loss that does not reach the trainable parameters (PEFT with gradient "
+            "checkpointing and no input gradients)",
             "check that rewards differ within a group; with PEFT + gradient checkpointing call "
             "model.enable_input_require_grads() or use gradient_checkpointing_kwargs={'use_reentrant': False}",
         )
@@ -151,16 +244,51 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
             "or raise the learning rate",
         )
     if unchanged:
-        return Finding(
-            problem,
-            "the optimizer applied no update (accumulation boundary not reached, or parameters not in the optimizer)",
-            "check gradient_accumulation_steps against the DeepSpeed config and that the optimizer holds the "
-            "trainable parameters",
-        )
+        return Finding(problem + _what_was_seen(evidence), *_UNEXPLAINED)
     return None  # some weights moved and nothing else points to a stall: sparse updates are legitimate
 
 
-def _zero_advantage(problem: str) -> Finding:
+# Weights that did not move although nothing the watchdog saw explains it: say what was seen, blame nothing.
+_UNEXPLAINED = (
+    "not determined from what the watchdog could see",
+    "check that the optimizer holds the trainable parameters and that the loss depends on them",
+)
+
+
+def _what_was_seen(evidence: Evidence) -> str:
+    seen = []
+    if evidence.optimizer_steps:
+        seen.append(f"the optimizer stepped {evidence.optimizer_steps} times")
+    if evidence.learning_rates:
+        seen.append(f"learning rate {max(evidence.learning_rates):g}")
+    if evidence.grad_norms:
+        seen.append(f"gradient norm up to {max(evidence.grad_norms):.3g}")
+    if evidence.zero_spread:
+        seen.append(
+            f"reward spread in {sum(not flat for flat in evidence.zero_spread)} of {len(evidence.zero_spread)} batches"
+        )
+    unseen = [
+        name
+        for name, values in (
+            ("the learning rate", evidence.learning_rates),
+            ("the gradients", evidence.grad_norms),
+            ("the rewards", evidence.zero_spread),
+        )
+        if not values
+    ]
+    text = f"; seen: {', '.join(seen)}" if seen else ""
+    return text + (f"; not seen: {', '.join(unseen)}" if unseen else "")
+
+
+def _zero_advantage(problem: str, evidence: Evidence) -> Finding:
+    if evidence.truncated and all(fraction >= NEARLY_ALL for fraction in evidence.truncated):
+        limit = evidence.max_completion_length
+        return Finding(
+            problem,
+            f"every completion was cut at max_completion_length{f'={limit}' if limit else ''}, so each reward saw "
+            "truncated text and scored the completions of a prompt alike: every advantage is 0",
+            "raise max_completion_length, or make the reward score partial answers",
+        )
     return Finding(
         problem,
         "every completion of a prompt got the same reward, so every advantage (reward minus the group mean) "

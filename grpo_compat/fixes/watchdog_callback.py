@@ -5,14 +5,60 @@ Imported only by the patch that installs it, when transformers is already loaded
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from grpo_compat.core.errors import TrainingStalledError
-from grpo_compat.fixes.watchdog import Evidence, WatchdogSettings, diagnose
+from grpo_compat.fixes.watchdog import (
+    DIVERGED,
+    NOT_LEARNING,
+    SAMPLING_FAILED,
+    TRUNCATED,
+    Evidence,
+    Finding,
+    WatchdogSettings,
+    diagnose,
+    diverged,
+    truncation,
+)
 
-# Logged keys, across TRL and ms-swift versions, that say "no group had any reward spread".
+# Keys, across TRL and ms-swift versions (their per-batch metrics and their logs), that say "no group had
+# any reward spread".
 ZERO_SPREAD_FRACTION_KEYS = ("frac_reward_zero_std",)
 REWARD_SPREAD_KEYS = ("reward_std",)
+# The trainers' per-batch metrics the watchdog reads (trl >= 0.17 and ms-swift: _metrics["train"][key];
+# trl 0.14-0.16: _metrics[key]); the fraction of truncated completions exists from trl 0.17.
+METRIC_KEYS = (*ZERO_SPREAD_FRACTION_KEYS, *REWARD_SPREAD_KEYS, "kl", "reward", "completions/clipped_ratio")
+# What trl's sampler raises when the weights (hence the logits) hold inf / NaN.
+SAMPLING_ERROR = "probability tensor contains either"
+SAMPLING_FOLLOWS = f"{SAMPLING_FAILED}; it follows from this: "
+
+
+class TrainerMetrics:
+    """The values a GRPO trainer appended to its own metrics since the last read (it clears them when it logs)."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self._seen: dict[str, tuple[list, int]] = {}
+
+    def table(self) -> dict | None:
+        metrics = getattr(self.trainer, "_metrics", None)
+        if isinstance(metrics, dict) and isinstance(metrics.get("train"), dict):
+            metrics = metrics["train"]
+        return metrics if isinstance(metrics, dict) else None
+
+    def new_values(self) -> dict[str, list[float]]:
+        table = self.table() or {}
+        fresh: dict[str, list[float]] = {}
+        for key in METRIC_KEYS:
+            values = table.get(key)
+            if not isinstance(values, list):
+                continue
+            seen_list, seen_length = self._seen.get(key, (None, 0))
+            start = seen_length if seen_list is values and seen_length <= len(values) else 0
+            fresh[key] = [float(v) for v in values[start:] if isinstance(v, (int, float))]
+            self._seen[key] = (values, len(values))
+        return fresh
 
 
 def _innermost_torch_optimizer(optimizer: Any) -> Any:
@@ -81,7 +127,18 @@ def _summed_over_ranks(*counts: int) -> list[int]:
     return [int(v) for v in totals.tolist()]
 
 
-def build_callback(settings: WatchdogSettings) -> Any:
+def _gradient_norm(optimizer: Any) -> float | None:
+    """The norm of the gradients the optimizer is about to apply (its own parameters: DeepSpeed's fp32 partitions)."""
+    import torch
+
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    if not grads:
+        return None
+    norms = torch.stack([g.detach().float().norm() for g in grads])
+    return float(torch.linalg.vector_norm(norms))
+
+
+def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
     from transformers import TrainerCallback
 
     class LearningWatchdog(TrainerCallback):
@@ -90,11 +147,17 @@ def build_callback(settings: WatchdogSettings) -> Any:
         def __init__(self) -> None:
             self.settings = settings
             self.evidence = Evidence()
-            self.finding: Any = None
+            self.findings: dict[str, Finding] = {}  # by headline: each kind is said once
+            self._metrics = TrainerMetrics(trainer)
             self._sample: ParameterSample | None = None
             self._before: Any = None
             self._checked = False
-            self._hook: Any = None
+            self._hooks: list[Any] = []
+            self._nonfinite_gradient = False
+
+        @property
+        def finding(self) -> Finding | None:
+            return self.findings.get(NOT_LEARNING)
 
         def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
             # Not on_train_begin: transformers 5 calls it before the DeepSpeed engine (and ZeRO-3 shards) exist.
@@ -103,6 +166,7 @@ def build_callback(settings: WatchdogSettings) -> Any:
             self._sample = ParameterSample(model, self.settings)
             self._before = self._sample.read()
             self.evidence.trainable_elements = self._sample.trainable_elements
+            self.evidence.max_completion_length = getattr(args, "max_completion_length", None)
             optimizer = kwargs.get("optimizer")
             import torch
 
@@ -111,34 +175,112 @@ def build_callback(settings: WatchdogSettings) -> Any:
             inner = _innermost_torch_optimizer(optimizer)
             if inner is not None:
                 self.evidence.optimizer_steps = 0
-                self._hook = inner.register_step_post_hook(self._count_step)
+                self._hooks = [
+                    inner.register_step_pre_hook(self._observe_update),
+                    inner.register_step_post_hook(self._count_step),
+                ]
+
+        def _observe_update(self, optimizer: Any, *_: Any) -> None:
+            rate = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
+            if isinstance(rate, (int, float)):
+                self.evidence.learning_rates.append(float(rate))
+            norm = _gradient_norm(optimizer)
+            if norm is not None:
+                self.evidence.grad_norms.append(norm)
+                self._nonfinite_gradient |= not math.isfinite(norm)
 
         def _count_step(self, *_: Any) -> None:
             self.evidence.optimizer_steps = (self.evidence.optimizer_steps or 0) + 1
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+            # Only what the watchdog cannot see itself: an optimizer without hooks, a trainer without metrics.
             logs = logs or {}
-            for key, series in (("learning_rate", "learning_rates"), ("grad_norm", "grad_norms"), ("kl", "kls")):
+            series = [("kl", "kls")] if self._metrics.table() is None else []
+            if not self._hooks:
+                series += [("learning_rate", "learning_rates"), ("grad_norm", "grad_norms")]
+            for key, name in series:
                 if isinstance(logs.get(key), (int, float)):
-                    getattr(self.evidence, series).append(float(logs[key]))
-            fraction = next((logs[k] for k in ZERO_SPREAD_FRACTION_KEYS if k in logs), None)
-            spread = next((logs[k] for k in REWARD_SPREAD_KEYS if k in logs), None)
-            if fraction is not None:
-                self.evidence.zero_spread.append(float(fraction) >= 1.0)
-            elif spread is not None:
-                self.evidence.zero_spread.append(float(spread) == 0.0)
-            if self._checked and self.finding is None:  # rewards can flatten later in the run too
+                    getattr(self.evidence, name).append(float(logs[key]))
+            if self._metrics.table() is None:
+                self.evidence.spread_source = "logged steps"
+                logged = {key: [value] for key, value in logs.items() if isinstance(value, (int, float))}
+                self.evidence.zero_spread += self._flat(logged)
+            if self._checked:  # rewards can flatten later in the run too
                 self._report(diagnose(self.evidence, self.settings))
 
+        @staticmethod
+        def _flat(series: dict[str, list]) -> list[bool]:
+            """[no group had reward spread in any of these batches], or [] when none says (NaN: nothing scored)."""
+            fractions = next((series[k] for k in ZERO_SPREAD_FRACTION_KEYS if series.get(k)), None)
+            if fractions is not None:
+                flags = [float(v) >= 1.0 for v in fractions if math.isfinite(v)]
+            else:
+                spreads = next((series[k] for k in REWARD_SPREAD_KEYS if series.get(k)), [])
+                flags = [float(v) == 0.0 for v in spreads if math.isfinite(v)]
+            return [all(flags)] if flags else []
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._observe_step(state)
             if not self._checked and state.global_step >= self.settings.check_after_steps:
                 self._check(state)
+            elif self._checked:  # rewards can flatten later in the run too
+                self._report(diagnose(self.evidence, self.settings))
+
+        def _observe_step(self, state: Any) -> None:
+            """The step's generation batches (the trainer's metrics since the last step), each step one entry."""
+            fresh = self._metrics.new_values()
+            rewards = fresh.get("reward", [])
+            self.evidence.zero_spread += self._flat(fresh)
+            if rewards:
+                self.evidence.unscored.append(all(map(math.isnan, rewards)))
+                self.evidence.infinite_rewards.append(any(map(math.isinf, rewards)))
+            if fresh.get("completions/clipped_ratio"):
+                self.evidence.truncated.append(min(fresh["completions/clipped_ratio"]))
+            self.evidence.kls += fresh.get("kl", [])
+            self._report(truncation(self.evidence, self.settings))
+            if self.evidence.nonfinite:
+                return
+            nonfinite = ["the gradients"] if self._nonfinite_gradient else []
+            if self._sample is not None and not bool(self._sample.read().isfinite().all()):
+                nonfinite.append("the sampled weights")
+            if any(not math.isfinite(kl) for kl in fresh.get("kl", [])):
+                nonfinite.append("KL")
+            if nonfinite:
+                self.evidence.nonfinite = nonfinite + (["the rewards"] if any(map(math.isinf, rewards)) else [])
+                self.evidence.nonfinite_step = state.global_step
+                self._report(diverged(self.evidence))
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if not self._checked and state.global_step > 0:
                 self._check(state)
-            if self._hook is not None:
-                self._hook.remove()
+            self._remove_hooks()
+
+        def _remove_hooks(self) -> None:
+            for hook in self._hooks:
+                hook.remove()
+            self._hooks = []
+
+        def after_failure(self, error: BaseException) -> None:
+            """Follow trl's sampling error ("probability tensor contains either inf, nan ...") with its cause."""
+            self._remove_hooks()
+            if SAMPLING_ERROR not in str(error):
+                return
+            known = self.findings.get(DIVERGED)
+            if known is None and self._sample is not None and not bool(self._sample.read().isfinite().all()):
+                self.evidence.nonfinite = ["the sampled weights"]
+                self.evidence.nonfinite_step = self.evidence.optimizer_steps
+                known = diverged(self.evidence)
+            from grpo_compat.core.logs import log
+
+            if known is None:
+                log(
+                    "warning",
+                    "%s",
+                    f"{SAMPLING_FAILED} while the sampled weights, the gradients and KL were finite as far as the "
+                    "watchdog saw: check the generation settings (temperature, top_k / top_p) and any logits processor",
+                )
+            else:
+                log("warning", "%s", f"{SAMPLING_FOLLOWS}{known.message()}")
 
         def _check(self, state: Any) -> None:
             self._checked = True
@@ -152,11 +294,11 @@ def build_callback(settings: WatchdogSettings) -> Any:
             self._before = None
             self._report(diagnose(self.evidence, self.settings))
 
-        def _report(self, finding: Any) -> None:
-            if finding is None:
+        def _report(self, finding: Finding | None) -> None:
+            if finding is None or finding.headline in self.findings:
                 return
-            self.finding = finding  # once: later evidence does not repeat the message
-            if self.settings.mode == "stop":
+            self.findings[finding.headline] = finding  # once per kind: later evidence does not repeat it
+            if self.settings.mode == "stop" and finding.headline != TRUNCATED:
                 raise TrainingStalledError(finding.message())
             from grpo_compat.core.logs import log
 

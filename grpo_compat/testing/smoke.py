@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -21,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from grpo_compat.core.versions import installed_versions  # metadata only: applies nothing, imports no torch
+from grpo_compat.fixes.watchdog import HEADLINES, SAMPLING_FAILED  # plain Python: imports no torch
+
+# The watchdog's warnings (and its note after trl's sampling error) start with one of these.
+WATCHDOG_HEADLINES = (*HEADLINES, SAMPLING_FAILED)
 
 RESULT_FIELDS = (
     "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "
@@ -54,9 +59,10 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument(
         "--reward",
-        choices=("length", "constant"),
+        choices=("length", "constant", "none", "inf"),
         default="length",
-        help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer)",
+        help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer); none: every "
+        "reward None; inf: the first completion of each batch gets inf (watchdog reproducers)",
     )
     p.add_argument(
         "--weights-dtype",
@@ -104,12 +110,24 @@ def constant_reward(completions: list, **kwargs: Any) -> list[float]:
     return [1.0 for _ in completions]
 
 
-def reward_function(args: argparse.Namespace) -> Callable[..., list[float]]:
-    return constant_reward if args.reward == "constant" else length_reward
+def unscorable_reward(completions: list, **kwargs: Any) -> list[None]:
+    return [None for _ in completions]
+
+
+def overflowing_reward(completions: list, **kwargs: Any) -> list[float]:
+    # One infinite reward per batch: its group's mean and advantages become inf / NaN, and so does the update.
+    return [math.inf, *(length_reward(completions[1:]))]
+
+
+REWARDS = {"length": None, "constant": constant_reward, "none": unscorable_reward, "inf": overflowing_reward}
+
+
+def reward_function(args: argparse.Namespace) -> Callable[..., list]:
+    return REWARDS[args.reward] or length_reward
 
 
 class WatchdogWarnings:
-    """Collects grpo_compat's "GRPO is not learning" warnings of this process into the result."""
+    """Collects the watchdog's warnings of this process ("GRPO is not learning: ..." and its kin) into the result."""
 
     def __init__(self, result: dict) -> None:
         import logging
@@ -122,7 +140,7 @@ class WatchdogWarnings:
 
     def _record(self, record: Any) -> None:
         message = record.getMessage()
-        if message.startswith("GRPO is not learning"):
+        if message.startswith(WATCHDOG_HEADLINES):
             self.result["watchdog_warnings"].append(message)
 
 

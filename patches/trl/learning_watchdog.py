@@ -3,12 +3,14 @@
 Symptom:   a GRPO run finishes without an error while the weights never change and KL stays
            exactly 0: zero advantages (every completion of a prompt rewarded alike), learning rate 0,
            an accumulation boundary never reached, frozen parameters, or bf16 weights without fp32
-           master weights that round lr-1e-6 updates away.
+           master weights that round lr-1e-6 updates away. Or inf / NaN weights after an overflow, which the
+           next generation turns into "probability tensor contains either inf, nan or element < 0"; or
+           completions all cut at max_completion_length, so the reward judges truncated text.
 Upstream:  KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
 Affects:   every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
            SwiftMixin.train -> super().train()). Settings: GRPO_COMPAT_WATCHDOG=warn|stop|off and the
            thresholds in grpo_compat/fixes/watchdog.py.
-Catalogue: no-learning (docs/failures.md)
+Catalogue: no-learning, training-diverged, completions-truncated (docs/failures.md)
 Remove when: never by version: the watchdog catches configurations, not an upstream bug.
 """
 
@@ -41,9 +43,12 @@ def train_with_watchdog(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -
 
     from grpo_compat.fixes.watchdog_callback import build_callback
 
-    watchdog = build_callback(settings)
+    watchdog = build_callback(settings, trainer)
     trainer.add_callback(watchdog)
     try:
         return wrapped(trainer, *args, **kwargs)
+    except Exception as error:
+        watchdog.after_failure(error)  # trl's sampling error after inf / NaN weights gets its cause
+        raise
     finally:
         trainer.remove_callback(watchdog)  # leaves the trainer as it found it
