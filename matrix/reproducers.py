@@ -423,6 +423,20 @@ REPRODUCERS += (
         r"Likely cause: a reward function returned inf",
     ),
 )
+# A reward function without **kwargs: upstream fails at the first reward call, after the model loaded and generated.
+REPRODUCERS += (
+    Reproducer(
+        id="reward-without-kwargs",
+        patch="trl.reward-dry-run",
+        failure="reward-function-contract",
+        script="grpo",
+        requires=("trl>=0.14",),
+        settings=(),
+        flags=("--reward", "no-kwargs"),
+        upstream=r"strict_length\(\) got an unexpected keyword argument '(prompts|completion_ids)'",
+        patched=r"RewardFunctionError: reward function 'strict_length' does not accept the keyword arguments prompts",
+    ),
+)
 # ms-swift: the watchdog reaches swift's GRPOTrainer through trl's train() (SwiftMixin.train -> super().train()).
 REPRODUCERS += (
     Reproducer(

@@ -11,6 +11,7 @@ WRAPPING_ORDER = (
     "trl.refuse-liger-missing-loss-type",
     "trl.launch-guard",
     "trl.grpo-trainer-check",
+    "trl.reward-dry-run",  # after the settings check: the dry run builds as many completions as the config asks
     "trl.peft-zero3-reentrant",  # sets gradient_checkpointing_kwargs before upstream reads them
     "trl.peft-input-grads",  # hooks the embeddings of the model upstream has just wrapped
     # GRPOConfig.__post_init__

@@ -47,6 +47,23 @@ def _trainer_refuses_a_bad_config_before_loading() -> bool:
     return False
 
 
+def _reward_without_kwargs_is_refused_before_loading() -> bool:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_compat.core.errors import RewardFunctionError
+
+    config = GRPOConfig(output_dir="unused", num_generations=2, per_device_train_batch_size=2, use_cpu=True, bf16=False)
+    data = Dataset.from_dict({"prompt": ["a", "b"]})
+    try:  # a model path that does not exist: upstream fails loading it, the dry run fails before
+        GRPOTrainer(model="/nonexistent/model", reward_funcs=lambda completions: [0.0], args=config, train_dataset=data)
+    except RewardFunctionError:
+        return True
+    except Exception:  # noqa: BLE001 - upstream's own failure to load the model
+        return False
+    return False
+
+
 def _two_gpu_plain_launch_is_refused_by_grpo_compat() -> bool:
     import tempfile
     from unittest import mock
@@ -139,6 +156,7 @@ EFFECT_PROBES = {
     "trl.learning-watchdog": _grpo_training_gets_the_learning_watchdog,
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
     "trl.grpo-trainer-check": _trainer_refuses_a_bad_config_before_loading,
+    "trl.reward-dry-run": _reward_without_kwargs_is_refused_before_loading,
     "trl.launch-guard": _two_gpu_plain_launch_is_refused_by_grpo_compat,
     "trl.logps-alignment": _full_length_log_probs_have_k_columns,
     # trl 0.19.x only (this env has 1.16): proven in the trl-0.19 cell env by tests/test_logps_alignment.py.

@@ -42,3 +42,10 @@ class LMHeadShapeError(GRPOCompatError, RuntimeError):
 
 class UnsupportedCombinationError(GRPOCompatError, RuntimeError):
     """Installed versions (or settings on them) that crash or train wrongly, refused before the model loads."""
+
+
+class RewardFunctionError(GRPOCompatError, TypeError):
+    """A reward function the installed trl cannot call or score, found by calling it once before the model loads.
+
+    A ``TypeError`` subclass, like the errors upstream raises for the same mistakes after the model loaded.
+    """

@@ -59,10 +59,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument(
         "--reward",
-        choices=("length", "constant", "none", "inf"),
+        choices=("length", "constant", "none", "inf", "no-kwargs"),
         default="length",
         help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer); none: every "
-        "reward None; inf: the first completion of each batch gets inf (watchdog reproducers)",
+        "reward None; inf: the first completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward "
+        "function without **kwargs (reward dry-run reproducer)",
     )
     p.add_argument(
         "--weights-dtype",
@@ -119,7 +120,18 @@ def overflowing_reward(completions: list, **kwargs: Any) -> list[float]:
     return [math.inf, *(length_reward(completions[1:]))]
 
 
-REWARDS = {"length": None, "constant": constant_reward, "none": unscorable_reward, "inf": overflowing_reward}
+def strict_length(completions: list) -> list[float]:
+    # No **kwargs: trl passes prompts (and more) by keyword, so the first reward call fails.
+    return length_reward(completions)
+
+
+REWARDS = {
+    "length": None,
+    "constant": constant_reward,
+    "none": unscorable_reward,
+    "inf": overflowing_reward,
+    "no-kwargs": strict_length,
+}
 
 
 def reward_function(args: argparse.Namespace) -> Callable[..., list]:
