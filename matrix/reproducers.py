@@ -437,6 +437,31 @@ REPRODUCERS += (
         patched=r"RewardFunctionError: reward function 'strict_length' does not accept the keyword arguments prompts",
     ),
 )
+# ms-swift: a misspelt reward name is found when the trainer is built, after the models and the dataset loaded.
+REPRODUCERS += (
+    Reproducer(
+        id="swift-reward-not-registered",
+        patch="swift.reward-names-check",
+        failure="swift-reward-not-registered",
+        script="swift",
+        requires=("ms-swift>=3.5",),
+        settings=("reward_funcs=acuracy",),
+        upstream=r"reward_function acuracy is not implemented in swift\.(llm\.plugin|plugin|rewards)",
+        patched=r"RewardFunctionError: ms-swift [\d.]+ has no reward function named 'acuracy' "
+        r"\(did you mean 'accuracy'\?\)",
+    ),
+    Reproducer(
+        id="swift-reward-not-registered-cli",
+        patch="swift.reward-names-check",
+        failure="swift-reward-not-registered",
+        script="swift-cli",  # `swift rlhf` with grpo-compat's plugin
+        requires=("ms-swift>=3.5",),
+        settings=("reward_funcs=acuracy",),
+        upstream=r"reward_function acuracy is not implemented in swift\.(llm\.plugin|plugin|rewards)",
+        patched=r"RewardFunctionError: ms-swift [\d.]+ has no reward function named 'acuracy' "
+        r"\(did you mean 'accuracy'\?\)",
+    ),
+)
 # ms-swift: the watchdog reaches swift's GRPOTrainer through trl's train() (SwiftMixin.train -> super().train()).
 REPRODUCERS += (
     Reproducer(

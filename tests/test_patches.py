@@ -189,6 +189,8 @@ EFFECT_PROBES = {
     # ms-swift 3.5-3.6 with trl >= 0.20 only: proven in the swift-3.5-trl0.20 cell (every plain run fails at the
     # first step, every patched one is refused: in-process apply() and the `swift rlhf` plugin, 1 and 2 processes).
     "swift.refuse-trl-0.20-on-swift-3.5": None,
+    # ms-swift only: proven in the swift-3.5 and swift-4.6 cells (reproducer swift-reward-not-registered).
+    "swift.reward-names-check": None,
     # trl 0.22.0-0.27.0 only: proven in the trl-0.23 cells (evaluate() before train()) by the matrix reproducer
     # evaluate-before-train and tests/test_version_skew.py.
     "trl.accumulation-steps-default": None,

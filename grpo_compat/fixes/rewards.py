@@ -336,3 +336,38 @@ def refuse_unsupported_async(functions: list[Any], trl_version: str) -> None:
                 f"and fails on the coroutine it gets back ('coroutine' object is not iterable) after the model "
                 f'loaded. Fix: pip install "trl>={minimum}", or make it a plain def.'
             )
+
+
+# Where ms-swift keeps its reward registry: 4.x, then 3.x.
+SWIFT_REWARD_REGISTRIES = ("swift.rewards", "swift.plugin")
+
+
+def refuse_unregistered_swift_rewards(reward_funcs: Sequence[Any]) -> None:
+    """ms-swift resolves reward names in its trainer, after the models loaded: check them against its registry now."""
+    import difflib
+    import importlib
+
+    from grpo_compat.core.versions import installed_version
+
+    orms = None
+    for module in SWIFT_REWARD_REGISTRIES:
+        try:
+            orms = importlib.import_module(module).orms
+            break
+        except (ImportError, AttributeError):
+            continue
+    if orms is None:
+        return
+    names = [name for name in reward_funcs if isinstance(name, str)]
+    unknown = [name for name in names if name not in orms]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, list(orms), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise RewardFunctionError(
+        f"ms-swift {installed_version('ms-swift')} has no reward function named {name!r}{hint}; registered: "
+        f"{', '.join(sorted(orms))}. Fix: use a registered name, or register your own in a plugin file "
+        f"(orms[{name!r}] = YourORM, with `from {module} import ORM, orms`) and pass it with --external_plugins "
+        "your_plugin.py. Refused before the model loads (grpo_compat)."
+    )
