@@ -437,6 +437,34 @@ REPRODUCERS += (
         patched=r"RewardFunctionError: reward function 'strict_length' does not accept the keyword arguments prompts",
     ),
 )
+# One reward for a whole batch: trl < 1.10 copies it to every completion (zero advantages, nothing learnt, no
+# word); trl 1.10 refuses it at the first step. Patched, the dry run refuses it before the model loads (a count
+# that depends on the data: trl.reward-count-check at that step, tests/test_reward_dry_run.py).
+REPRODUCERS += (
+    Reproducer(
+        id="reward-one-value-broadcast",
+        patch="trl.reward-count-check",
+        failure="reward-function-contract",
+        script="grpo",
+        requires=("trl>=0.14,<1.10",),
+        settings=(),
+        flags=("--reward", "one-value"),
+        upstream=r"trainable parameters did not change",  # the broadcast's zero advantages: the judge's "learns"
+        patched=r"RewardFunctionError: reward function 'one_value' returned 1 rewards for \d+ completions",
+        checks=("learns",),
+    ),
+    Reproducer(
+        id="reward-one-value-checked",
+        patch="trl.reward-dry-run",
+        failure="reward-function-contract",
+        script="grpo",
+        requires=("trl>=1.10",),
+        settings=(),
+        flags=("--reward", "one-value"),
+        upstream=r"The reward function 'one_value' returned 1 rewards, but \d+ were expected",
+        patched=r"RewardFunctionError: reward function 'one_value' returned 1 rewards for \d+ completions",
+    ),
+)
 # ms-swift: a misspelt reward name is found when the trainer is built, after the models and the dataset loaded.
 REPRODUCERS += (
     Reproducer(

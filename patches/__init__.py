@@ -12,6 +12,7 @@ WRAPPING_ORDER = (
     "trl.launch-guard",
     "trl.grpo-trainer-check",
     "trl.reward-dry-run",  # after the settings check: the dry run builds as many completions as the config asks
+    "trl.reward-count-check",  # wraps the reward functions upstream has just stored
     "trl.peft-zero3-reentrant",  # sets gradient_checkpointing_kwargs before upstream reads them
     "trl.peft-input-grads",  # hooks the embeddings of the model upstream has just wrapped
     # GRPOConfig.__post_init__

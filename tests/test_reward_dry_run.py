@@ -84,7 +84,7 @@ def test_a_key_error_deeper_in_a_library_is_a_warning_not_a_refusal(warnings):
 @pytest.mark.parametrize(
     ("returned", "problem"),
     [
-        (lambda n: [1.0], "returned 1 rewards for 4 completions (2 prompts x 2 generations); trl < 1.10 copies"),
+        (lambda n: [1.0], "returned 1 rewards for 4 completions (2 prompts x 2 generations); every completion"),
         (lambda n: [1.0] * (n + 1), "returned 5 rewards for 4 completions"),
         (lambda n: 1.0, "returned float 1.0, not a list"),
         (lambda n: ["1"] * n, "returned str '1' among its rewards, which is not a number"),
@@ -97,6 +97,14 @@ def test_rewards_trl_cannot_score_are_refused(returned, problem):
 
     with pytest.raises(RewardFunctionError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         dry_run([bad], ROWS, 2, "1.16.0")
+
+
+def test_a_single_value_is_named_as_a_silent_broadcast_where_trl_broadcasts_it():
+    def one(completions, **kwargs):
+        return [1.0]
+
+    with pytest.raises(RewardFunctionError, match=r"trl 1\.9\.2 would copy that value to every completion"):
+        dry_run([one], ROWS, 2, "1.9.2")
 
 
 def test_none_is_refused_only_where_trl_cannot_score_it(warnings):
@@ -202,3 +210,40 @@ def test_the_real_trainer_refuses_before_loading_the_model_and_lets_a_good_rewar
     streaming = data.to_iterable_dataset()  # not read: a streaming dataset may come from the network
     with pytest.raises(OSError):
         GRPOTrainer(model="/nonexistent/model", reward_funcs=strict_length, args=config, train_dataset=streaming)
+
+
+def test_the_count_check_keeps_the_name_the_signature_the_async_kind_and_the_rewards():
+    import asyncio
+    import inspect
+
+    from grpo_compat.fixes.rewards import count_checked
+
+    async def judged(prompts, completions, **kwargs):
+        return [0.25] * (len(completions) if kwargs.get("whole", True) else 1)
+
+    checked_sync, checked_async = count_checked(length, "0.29.1"), count_checked(judged, "0.29.1")
+    assert (checked_sync.__name__, checked_async.__name__) == ("length", "judged")
+    assert inspect.signature(checked_async) == inspect.signature(judged)
+    assert inspect.iscoroutinefunction(checked_async) and not inspect.iscoroutinefunction(checked_sync)
+    assert checked_sync(prompts=["p"], completions=["ab", "c"]) == [2.0, 1.0]
+    assert asyncio.run(checked_async(prompts=["p"], completions=["a", "b"])) == [0.25, 0.25]
+    with pytest.raises(RewardFunctionError, match="'judged' returned 1 rewards for 2 completions during training"):
+        asyncio.run(checked_async(prompts=["p"], completions=["a", "b"], whole=False))
+
+
+@pytest.mark.slow
+def test_a_wrong_count_the_dry_run_did_not_see_is_refused_at_the_step_where_trl_would_broadcast_it(
+    tmp_path, monkeypatch
+):
+    from tests.helpers import smoke
+
+    monkeypatch.setenv("GRPO_COMPAT_REWARD_CHECK", "0")  # no dry run: the count is seen first in training
+    plain = smoke("trl-0.16", "plain", tmp_path / "model", tmp_path, flags=("--reward", "one-value"))
+    assert plain["status"] == "ok" and not plain["all_trainable_params_changed"]  # broadcast: nothing learnt
+    patched = smoke("trl-0.16", "patched", tmp_path / "model", tmp_path, flags=("--reward", "one-value"))
+    assert patched["error"].startswith(
+        "RewardFunctionError: reward function 'one_value' returned 1 rewards for 4 completions during training "
+        "(trl 0.16.1); trl < 1.10 copies one value to every completion without a word"
+    )
+    healthy = [smoke("trl-0.16", mode, tmp_path / "model", tmp_path) for mode in ("plain", "patched")]
+    assert healthy[0]["weights_sha256"] == healthy[1]["weights_sha256"]  # the wrapped rewards pass through untouched

@@ -175,8 +175,9 @@ class DryRun:
             )
         values = list(result)
         if len(values) != self.count:
+            silent = len(values) == 1 and release(trl_version) < (1, 10)
             broadcast = (
-                " trl < 1.10 copies a single value to every completion without a word;" if len(values) == 1 else ""
+                f" trl {trl_version} would copy that value to every completion without a word;" if silent else ""
             )
             self.refuse(
                 f"returned {len(values)} rewards for {self.count} completions ({self.count // self.generations} "
@@ -371,3 +372,34 @@ def refuse_unregistered_swift_rewards(reward_funcs: Sequence[Any]) -> None:
         f"(orms[{name!r}] = YourORM, with `from {module} import ORM, orms`) and pass it with --external_plugins "
         "your_plugin.py. Refused before the model loads (grpo_compat)."
     )
+
+
+def count_checked(function: Any, trl_version: str) -> Any:
+    """``function`` refusing, at every call, a reward count other than the number of completions.
+
+    Same name, signature and sync / async kind (trl tells them apart per call), and the rewards pass
+    through untouched: only the count is read.
+    """
+
+    def check(result: Any, args: tuple, kwargs: dict) -> Any:
+        completions = kwargs["completions"] if "completions" in kwargs else (args[0] if args else None)
+        if _is_sequence(result) and completions is not None and len(result) != len(completions):
+            silently = " trl < 1.10 copies one value to every completion without a word;" if len(result) == 1 else ""
+            raise RewardFunctionError(
+                f"reward function {name_of(function)!r} returned {len(result)} rewards for {len(completions)} "
+                f"completions during training (trl {trl_version});{silently} every completion needs its own reward. "
+                "Fix: return one reward per completion, in the order of `completions` (grpo_compat)."
+            )
+        return result
+
+    if is_async(function):
+
+        async def checked_async(*args: Any, **kwargs: Any) -> Any:
+            return check(await function(*args, **kwargs), args, kwargs)
+
+        return functools.update_wrapper(checked_async, function)
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        return check(function(*args, **kwargs), args, kwargs)
+
+    return functools.update_wrapper(checked, function)

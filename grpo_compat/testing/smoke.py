@@ -59,11 +59,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument(
         "--reward",
-        choices=("length", "constant", "none", "inf", "no-kwargs"),
+        choices=("length", "constant", "none", "inf", "no-kwargs", "one-value"),
         default="length",
         help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer); none: every "
         "reward None; inf: the first completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward "
-        "function without **kwargs (reward dry-run reproducer)",
+        "function without **kwargs; one-value: one reward per batch (reward-check reproducers)",
     )
     p.add_argument(
         "--weights-dtype",
@@ -125,12 +125,18 @@ def strict_length(completions: list) -> list[float]:
     return length_reward(completions)
 
 
+def one_value(completions: list, **kwargs: Any) -> list[float]:
+    # One reward for the whole batch: trl < 1.10 copies it to every completion (census row 27).
+    return [1.0]
+
+
 REWARDS = {
     "length": None,
     "constant": constant_reward,
     "none": unscorable_reward,
     "inf": overflowing_reward,
     "no-kwargs": strict_length,
+    "one-value": one_value,
 }
 
 
