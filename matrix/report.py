@@ -25,16 +25,17 @@ MODE_ORDER = ("plain", "patched")
 REPRO_PREFIX = "repro:"
 KNOWN_FAILURE = "upstream fails"
 
-# Display status of a run -> (emoji, label, background, text colour).
+# Display status of a run -> (label, short label for a grid square, background, text colour). Text, not
+# emoji: a headless browser without an emoji font draws those as empty boxes.
 STYLES: dict[str, tuple[str, str, str, str]] = {
-    "pass": ("✅", "pass", "#2e7d32", "#ffffff"),
-    "reproduced": ("🐛", "reproduced", "#ffc107", "#000000"),
-    "fail": ("❌", "fail", "#d32f2f", "#ffffff"),
-    "timeout": ("⏱️", "timeout", "#e65100", "#ffffff"),
-    "error": ("💥", "error", "#8b0000", "#ffffff"),
-    "skipped": ("⏭️", "skipped", "#9e9e9e", "#000000"),
-    "unknown": ("❔", "unknown", "#616161", "#ffffff"),
-    "absent": ("—", "not run", "#f5f5f5", "#757575"),
+    "pass": ("pass", "pass", "#2e7d32", "#ffffff"),
+    "reproduced": ("reproduced", "repro", "#ffc107", "#000000"),
+    "fail": ("fail", "FAIL", "#d32f2f", "#ffffff"),
+    "timeout": ("timeout", "time", "#e65100", "#ffffff"),
+    "error": ("error", "error", "#8b0000", "#ffffff"),
+    "skipped": ("skipped", "skip", "#9e9e9e", "#000000"),
+    "unknown": ("unknown", "?", "#616161", "#ffffff"),
+    "absent": ("not run", "-", "#f5f5f5", "#757575"),
 }
 LEGEND = {
     "pass": "passed its expectation",
@@ -172,7 +173,7 @@ def totals(results: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
 
 
 def _count_line(counts: Counter[str]) -> str:
-    return ", ".join(f"{counts[key]} {STYLES[key][1]}" for key in STYLES if counts[key]) or "none"
+    return ", ".join(f"{counts[key]} {STYLES[key][0]}" for key in STYLES if counts[key]) or "none"
 
 
 def totals_line(results: list[dict[str, Any]]) -> str:
@@ -232,20 +233,54 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _md_row(cell: dict[str, Any], names: list[str]) -> str:
-    emoji, label = STYLES[cell_display(cell)][:2]
-    status = f"{emoji} {label}"
-    why = str(cell.get("reason") or cell_why(cell))
-    if cell_display(cell) == "error" and why:
-        status += ": " + _one_line(why, 80)
+# ---------------------------------------------------------------- the grid: run kinds down, cells across
+
+TRAINING = "Training runs"
+
+
+def _kind_of(name: str) -> str:
+    kind, _, mode = name.rpartition("/")
+    return kind if kind and mode in MODE_ORDER else name
+
+
+def reproducer_failures() -> dict[str, str]:
+    """Reproducer id -> the catalogue record it proves (its group in the grid)."""
+    from matrix.reproducers import REPRODUCERS
+
+    return {reproducer.id: reproducer.failure for reproducer in REPRODUCERS}
+
+
+def grid_groups(results: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """(title, run kinds) in display order: the training runs, then the reproducers grouped by failure."""
+    failures = reproducer_failures()
+    groups: dict[str, list[str]] = {TRAINING: []}
+    for kind in dict.fromkeys(_kind_of(name) for name in run_names(results)):
+        if kind.startswith(REPRO_PREFIX):
+            title = f"Reproducers: {failures.get(kind[len(REPRO_PREFIX) :], 'other')}"
+        else:
+            title = TRAINING
+        groups.setdefault(title, []).append(kind)
+    return [(title, kinds) for title, kinds in groups.items() if kinds]
+
+
+def pair(cell: dict[str, Any], kind: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A cell's plain and patched run of a kind (a run of another mode stands in the plain place)."""
     runs = _runs_by_name(cell)
-    entries = []
-    for name in names:
-        run = runs.get(name)
-        emoji = STYLES[run_display(run)][0]
-        entries.append(emoji if run is None else f"{emoji} {_one_line(run_text(run), 60)}")
-    versions = _one_line(versions_text(cell), 120)
-    return "| " + " | ".join([f"**{_md(cell['cell'])}**", _md(status), _md(versions), *map(_md, entries)]) + " |"
+    return runs.get(f"{kind}/plain", runs.get(kind)), runs.get(f"{kind}/patched")
+
+
+def kind_label(kind: str) -> str:
+    return kind[len(REPRO_PREFIX) :] if kind.startswith(REPRO_PREFIX) else kind
+
+
+def _pair_text(plain: dict[str, Any] | None, patched: dict[str, Any] | None) -> str:
+    return " / ".join(STYLES[run_display(run)][1] for run in (plain, patched))
+
+
+def _cell_status_text(cell: dict[str, Any]) -> str:
+    label = STYLES[cell_display(cell)][0]
+    why = str(cell.get("reason") or cell_why(cell))
+    return f"{label}: {_one_line(why, 80)}" if cell_display(cell) == "error" and why else label
 
 
 def _md_failures(results: list[dict[str, Any]]) -> list[str]:
@@ -264,17 +299,25 @@ def _md_failures(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _legend_items() -> list[tuple[str, str, str]]:
+    return [(key, STYLES[key][1], text) for key, text in LEGEND.items()]
+
+
 def render_markdown(results: list[dict[str, Any]]) -> str:
-    """A summary table: one row per cell, one column per run name, then totals and a legend."""
-    names = run_names(results)
-    header = ["Cell", "Status", "Versions", *names]
+    """The grid as a table: a row per run kind (plain / patched in each square), a column per cell."""
     lines = ["## GRPO compatibility matrix", ""]
     if not results:
         return "\n".join([*lines, "No cell results found.", ""])
-    lines += ["| " + " | ".join(map(_md, header)) + " |", "|" + "---|" * len(header)]
-    lines += [_md_row(cell, names) for cell in results]
+    row = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731 - a one-line table row
+    lines += [row(["Run (plain / patched)", *(f"**{_md(cell['cell'])}**" for cell in results)])]
+    lines += ["|" + "---|" * (len(results) + 1)]
+    lines += [row(["versions", *(_md(_one_line(versions_text(cell), 120)) for cell in results)])]
+    lines += [row(["cell", *(_md(_cell_status_text(cell)) for cell in results)])]
+    for title, kinds in grid_groups(results):
+        lines += [row([f"**{_md(title)}**", *([""] * len(results))])]
+        lines += [row([_md(kind_label(kind)), *(_pair_text(*pair(cell, kind)) for cell in results)]) for kind in kinds]
     lines += ["", f"**Totals:** {totals_line(results)}", ""]
-    legend = " · ".join(f"{STYLES[key][0]} {STYLES[key][1]}: {text}" for key, text in LEGEND.items())
+    legend = " · ".join(f"`{short}` {STYLES[key][0]}: {text}" for key, short, text in _legend_items())
     lines += [f"**Legend:** {legend}", ""]
     failures = _md_failures(results)
     if failures:
@@ -285,22 +328,28 @@ def render_markdown(results: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- HTML
 
 CSS = """
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #212121; }
+body { font: 13px/1.35 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1em; color: #212121; }
 h1 { font-size: 1.4em; margin: 0 0 .3em; }
-.totals { margin: .3em 0 1em; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #bdbdbd; padding: .35em .5em; vertical-align: top; text-align: left; }
-thead th { background: #eceff1; position: sticky; top: 0; white-space: nowrap; }
-th.cell { background: #fafafa; min-width: 11em; max-width: 22em; font-weight: normal; }
-th.cell .name { font-weight: bold; font-size: 1.05em; }
-.small { font-size: .85em; color: #555; }
-td { max-width: 18em; }
-td.why { max-width: none; }
-td.status { white-space: nowrap; }
+.totals { margin: .3em 0 .6em; }
+table.grid { border-collapse: collapse; table-layout: fixed; width: 100%; }
+table.grid col.kind { width: 15em; }
+th, td { border: 1px solid #bdbdbd; padding: .25em .3em; vertical-align: top; text-align: left; }
+th, td { overflow-wrap: anywhere; }
+thead th { background: #eceff1; position: sticky; top: 0; }
+th.cell .name { font-weight: bold; }
+.small { font-size: .8em; color: #555; font-weight: normal; }
+tr.group th { background: #fafafa; font-weight: bold; padding-top: .6em; }
+tbody th { font-weight: normal; }
+td.pair { position: relative; padding: 0; }
+td.pair summary { list-style: none; cursor: pointer; display: flex; }
+td.pair summary::-webkit-details-marker { display: none; }
+.half { flex: 1 1 50%; text-align: center; padding: .25em 0; }
+.half + .half { border-left: 1px solid #fff; }
+td.pair pre { position: absolute; z-index: 2; left: 0; top: 100%; width: 42em; max-height: 24em; }
+td.absent { text-align: center; }
 summary { cursor: pointer; }
-pre { white-space: pre-wrap; word-break: break-word; max-width: 60em; max-height: 24em; overflow: auto;
-      background: #fff; color: #212121; border: 1px solid #9e9e9e; padding: .4em; margin: .3em 0 0;
-      font-size: .8em; }
+pre { white-space: pre-wrap; word-break: break-word; overflow: auto; background: #fff; color: #212121;
+      border: 1px solid #9e9e9e; padding: .4em; margin: 0; font-size: .85em; }
 .legend span.swatch { display: inline-block; padding: .1em .5em; margin: .15em .3em .15em 0; border-radius: 3px; }
 """
 
@@ -321,72 +370,61 @@ def _panel(summary: str, excerpt: str) -> str:
     return f"<details><summary>{_e(summary)}</summary><pre>{_e(excerpt)}</pre></details>"
 
 
-def _html_run(run: dict[str, Any] | None) -> str:
-    key = run_display(run)
-    emoji, label = STYLES[key][:2]
-    if run is None:
-        return f'<td class="run st-absent" title="{_e(label)}">{emoji}</td>'
-    text = f"{emoji} {run_text(run) or label}"
-    return f'<td class="run st-{key}" title="{_e(run_details(run))}">{_panel(text, str(run.get("error") or ""))}</td>'
+def _html_pair(plain: dict[str, Any] | None, patched: dict[str, Any] | None) -> str:
+    """One square: plain | patched, each coloured and labelled; both runs' details on click."""
+    if plain is None and patched is None:
+        return f'<td class="pair absent st-absent" title="not run">{STYLES["absent"][1]}</td>'
+    halves = "".join(
+        f'<span class="half st-{run_display(run)}">{_e(STYLES[run_display(run)][1])}</span>' for run in (plain, patched)
+    )
+    details = "\n\n".join(run_details(run) for run in (plain, patched) if run is not None)
+    panel = f"<details><summary>{halves}</summary><pre>{_e(details)}</pre></details>"
+    return f'<td class="pair" title="{_e(details)}">{panel}</td>'
 
 
 def _html_cell_header(cell: dict[str, Any]) -> str:
     env = cell["env"]
-    info = [str(cell.get("description") or ""), versions_text(cell)]
+    lines = versions_text(cell).split(", ") if versions_text(cell) else []
     if env.get("status"):
         cached = " (cached)" if env.get("cached") else ""
         seconds = f", {env['seconds']:.0f} s" if isinstance(env.get("seconds"), (int, float)) else ""
-        info.append(f"env {env['status']}{seconds}{cached}")
-    small = "<br>".join(_e(line) for line in info if line)
-    device = f" <span class='small'>[{_e(cell['device'])}]</span>" if cell.get("device") else ""
+        lines.append(f"env {env['status']}{seconds}{cached}")
+    device = f" [{cell['device']}]" if cell.get("device") else ""
+    small = "<br>".join(_e(line) for line in lines if line)
+    title = _e(str(cell.get("description") or cell["cell"]))
     name = f'<span class="name">{_e(cell["cell"])}</span>'
-    return f'<th class="cell" scope="row">{name}{device}<div class="small">{small}</div></th>'
-
-
-def _no_runs_row(cell: dict[str, Any]) -> bool:
-    return not cell["runs"] and cell_display(cell) == "error"
+    header = f'{name}<span class="small">{_e(device)}</span><div class="small">{small}</div>'
+    return f'<th scope="col" class="cell" title="{title}">{header}</th>'
 
 
 def _html_status(cell: dict[str, Any]) -> str:
     key = cell_display(cell)
-    emoji, label = STYLES[key][:2]
+    label = STYLES[key][0]
     why = cell_why(cell)
     wall = cell.get("wall_time_s")
     title = "\n".join(filter(None, [label, f"{wall:.0f} s" if isinstance(wall, (int, float)) else "", why]))
-    panel = _e(f"{emoji} {label}") if _no_runs_row(cell) else _panel(f"{emoji} {label}", why)  # else: beside it
-    return f'<td class="status st-{key}" title="{_e(title)}">{panel}</td>'
-
-
-def _html_why(cell: dict[str, Any], span: int) -> str:
-    """One cell across all run columns saying why a cell has no runs."""
-    why = cell_why(cell) or "no runs"
-    text = f"no runs: {_one_line(str(cell.get('reason') or why), 160)}"
-    return f'<td class="why st-error" colspan="{span}" title="{_e(why)}">{_panel(text, why)}</td>'
-
-
-def _html_row(cell: dict[str, Any], names: list[str]) -> str:
-    parts = [_html_cell_header(cell), _html_status(cell)]
-    if _no_runs_row(cell):
-        parts.append(_html_why(cell, max(1, len(names))))
-    else:
-        runs = _runs_by_name(cell)
-        parts += [_html_run(runs.get(name)) for name in names] or ['<td class="run st-absent">—</td>']
-    return "<tr>" + "".join(parts) + "</tr>"
+    return f'<td class="status st-{key}" title="{_e(title)}">{_panel(_cell_status_text(cell), why)}</td>'
 
 
 def _html_legend() -> str:
     items = [
-        f'<span class="swatch st-{key}">{STYLES[key][0]} {_e(STYLES[key][1])}</span>{_e(text)}'
-        for key, text in LEGEND.items()
+        f'<span class="swatch st-{key}">{_e(short)}</span>{_e(STYLES[key][0])}: {_e(text)}'
+        for key, short, text in _legend_items()
     ]
     return '<p class="legend">' + " &nbsp; ".join(items) + "</p>"
 
 
 def render_html(results: list[dict[str, Any]]) -> str:
-    """One self-contained page: a cells x runs grid coloured by status; errors on hover and click."""
-    names = run_names(results)
-    head = "".join(f'<th scope="col">{_e(name)}</th>' for name in names) or "<th>runs</th>"
-    rows = "\n".join(_html_row(cell, names) for cell in results)
+    """One self-contained page: run kinds down, cells across, each square plain | patched; details on click."""
+    columns = len(results)
+    head = "".join(_html_cell_header(cell) for cell in results)
+    rows = ['<tr class="status"><th scope="row">cell</th>' + "".join(map(_html_status, results)) + "</tr>"]
+    for title, kinds in grid_groups(results):
+        rows.append(f'<tr class="group"><th scope="rowgroup" colspan="{columns + 1}">{_e(title)}</th></tr>')
+        for kind in kinds:
+            squares = "".join(_html_pair(*pair(cell, kind)) for cell in results)
+            rows.append(f'<tr><th scope="row" title="{_e(kind)}">{_e(kind_label(kind))}</th>{squares}</tr>')
+    body = "\n".join(rows)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -399,11 +437,12 @@ def render_html(results: list[dict[str, Any]]) -> str:
 <h1>GRPO compatibility matrix</h1>
 <p class="totals">{_e(totals_line(results))}</p>
 {_html_legend()}
-<p class="small">Hover a cell for its details; click an outcome to open its error excerpt.</p>
-<table>
-<thead><tr><th scope="col">Cell</th><th scope="col">Status</th>{head}</tr></thead>
+<p class="small">Each square: plain | patched. Hover for the details, click to open them.</p>
+<table class="grid">
+<colgroup><col class="kind">{"<col>" * columns}</colgroup>
+<thead><tr><th scope="col">Run (plain | patched)</th>{head}</tr></thead>
 <tbody>
-{rows}
+{body}
 </tbody>
 </table>
 </body>

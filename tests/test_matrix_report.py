@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -107,7 +109,7 @@ def results_dir(tmp_path: Path) -> Path:
 
 
 class Grid(HTMLParser):
-    """Rows of the report table's body: (row header text, [(td attrs, td text)])."""
+    """The report table: column headers, and body rows as (row header text, [(td attrs, td text)])."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -132,7 +134,7 @@ class Grid(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "th" and self._th is not None:
-            text = "".join(self._th).strip()
+            text = " ".join("".join(self._th).split())
             if self._in_head:
                 self.columns.append(text)
             elif self._in_body and not self.rows[-1][0]:
@@ -158,16 +160,20 @@ def parse(page: str) -> Grid:
     return grid
 
 
+CELL_ORDER = ["trl-0.16", "trl-0.19", "trl-0.23", "trl-1.9", "trl-1.16", "swift-3.5", "zz-unknown"]
+KIND_ROWS = ["single", "ddp", "zero2", "swift", "KF-2"]
+
+
 def test_load_results_orders_by_cells_toml_and_keeps_corrupt_files(results_dir: Path) -> None:
     results = report.load_results(results_dir)
     names = [cell["cell"] for cell in results]
-    assert names == ["trl-0.16", "trl-0.19", "trl-0.23", "trl-1.9", "trl-1.16", "swift-3.5", "zz-unknown"]
+    assert names == CELL_ORDER
     corrupt = results[names.index(CORRUPT)]
     assert corrupt["status"] == "error"
     assert "JSONDecodeError" in corrupt["reason"] and f"{CORRUPT}.json" in corrupt["reason"]
 
 
-def test_run_columns_have_a_stable_order(results_dir: Path) -> None:
+def test_run_kinds_have_a_stable_order_training_runs_first_then_reproducers_by_failure(results_dir: Path) -> None:
     assert report.run_names(report.load_results(results_dir)) == RUN_NAMES
     shuffled = ["repro:KF-10/plain", "zero3/patched", "repro:KF-2/patched", "ddp/plain", "repro:KF-2/plain"]
     assert sorted(shuffled, key=report.run_sort_key) == [
@@ -177,61 +183,128 @@ def test_run_columns_have_a_stable_order(results_dir: Path) -> None:
         "repro:KF-2/patched",
         "repro:KF-10/plain",
     ]
+    results = report.load_results(results_dir)
+    results[0]["runs"].append(run("repro:liger-loss-type/plain"))  # a reproducer of this project: its failure
+    assert report.grid_groups(results) == [
+        ("Training runs", ["single", "ddp", "zero2", "swift"]),
+        ("Reproducers: other", ["repro:KF-2"]),
+        ("Reproducers: liger-loss-type-missing", ["repro:liger-loss-type"]),
+    ]
 
 
-def test_markdown_summary(results_dir: Path) -> None:
+def test_markdown_summary_has_a_row_per_run_kind_and_a_column_per_cell(results_dir: Path) -> None:
     text = report.render_markdown(report.load_results(results_dir))
     lines = text.splitlines()
-    header = next(line for line in lines if line.startswith("| Cell"))
-    for name in RUN_NAMES:
-        assert f" {name} |" in header
-    rows = [line for line in lines if line.startswith("| **")]
-    assert len(rows) == len(FIXTURES) + 1
+    header = next(line for line in lines if line.startswith("| Run"))
+    assert header == "| Run (plain / patched) | " + " | ".join(f"**{name}**" for name in CELL_ORDER) + " |"
     width = header.count("|")
-    assert all(row.count("|") - row.count("\\|") == width for row in rows)
-    row = {line.split("**")[1]: line for line in rows}
-    assert "🐛 reproduced: ValueError" in row["trl-0.16"] and "✅ trained" in row["trl-0.16"]
-    assert '❌ RuntimeError: &lt;lambda&gt; \\| "x"' in row["trl-0.19"]
-    assert "⏱️ timed out" in row["trl-0.23"]
-    assert "💥 error: env build failed" in row["swift-3.5"]
-    assert "💥 error: cannot read trl-1.9.json" in row[CORRUPT]
-    assert "Totals:" in text and "Legend:" in text and "7 cells" in text
+    table = [line for line in lines if line.startswith("| ")]
+    assert all(line.count("|") - line.count("\\|") == width for line in table)
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1:] for line in table}
+    column = {name: index for index, name in enumerate(CELL_ORDER)}
+    assert rows["KF-2"][column["trl-0.16"]] == "repro / pass"
+    assert rows["single"][column["trl-0.19"]] == "pass / FAIL"
+    assert rows["zero2"][column["trl-0.23"]] == "time / -"
+    assert rows["swift"][column["zz-unknown"]].startswith("skip / -")
+    assert rows["cell"][column["swift-3.5"]] == "error: env build failed"
+    assert rows["cell"][column[CORRUPT]].startswith("error: cannot read trl-1.9.json")
+    assert "**Training runs**" in text and "Totals:" in text and "Legend:" in text and "7 cells" in text
     fenced = f"```text\n{EVIL_ERROR}\n```"  # the error excerpt, in a code block: shown, not run
     assert fenced in text and "<script>" not in text.replace(fenced, "")
 
 
-def test_html_grid(results_dir: Path) -> None:
+def test_html_grid_has_cells_as_columns_and_each_square_shows_plain_and_patched(results_dir: Path) -> None:
     page = report.render_html(report.load_results(results_dir))
     grid = parse(page)
     assert grid.scripts == 0 and "<script>" not in page
     assert "http://" not in page and "https://" not in page  # no external assets
-    assert grid.columns == ["Cell", "Status", *RUN_NAMES]
-    assert len(grid.rows) == len(FIXTURES) + 1
-    rows = {header.split()[0]: cells for header, cells in grid.rows}
-    assert set(rows) == {*FIXTURES, CORRUPT}
-    for name, cells in rows.items():
-        spans = sum(int(attrs.get("colspan", "1")) for attrs, _ in cells)
-        assert spans == 1 + len(RUN_NAMES), name
+    assert [column.split()[0] for column in grid.columns[1:]] == CELL_ORDER
+    rows = {header: cells for header, cells in grid.rows if cells}
+    assert list(rows) == ["cell", *KIND_ROWS]
+    assert all(len(cells) == len(CELL_ORDER) for cells in rows.values())
+    groups = [header for header, cells in grid.rows if not cells]
+    assert groups == ["Training runs", "Reproducers: other"]
 
-    def run_cell(cell_name: str, run_name: str) -> tuple[dict[str, str], str]:
-        return rows[cell_name][1 + RUN_NAMES.index(run_name)]
+    def square(kind: str, cell_name: str) -> tuple[dict[str, str], str]:
+        return rows[kind][CELL_ORDER.index(cell_name)]
 
-    attrs, text = run_cell("trl-0.19", "single/patched")
-    assert "st-fail" in attrs["class"]
+    attrs, text = square("single", "trl-0.19")
+    assert text.startswith("passFAIL")  # the two halves' labels, then the details panel
     assert attrs["title"].endswith(EVIL_ERROR)  # the parser unescapes: the full excerpt is in the title
-    assert EVIL_ERROR in text  # and in the <details> panel
+    assert EVIL_ERROR in text  # and in the panel that opens on click
     assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt; &amp; &#x27;quoted&#x27;" in page
-    assert "st-reproduced" in run_cell("trl-0.16", "repro:KF-2/plain")[0]["class"]
-    assert "st-pass" in run_cell("trl-0.16", "repro:KF-2/patched")[0]["class"]
-    assert "st-timeout" in run_cell("trl-0.23", "zero2/plain")[0]["class"]
-    assert "st-skipped" in run_cell("zz-unknown", "swift/plain")[0]["class"]
-    assert "st-absent" in run_cell("trl-1.16", "swift/plain")[0]["class"]
+    assert '<span class="half st-reproduced">repro</span><span class="half st-pass">pass</span>' in page
+    assert square("zero2", "trl-0.23")[1].startswith("time-")
+    assert "st-absent" in square("swift", "trl-1.16")[0]["class"]
     for name, why in (("swift-3.5", "no deepspeed"), (CORRUPT, "JSONDecodeError")):
-        (status, _), (attrs, text) = rows[name]
-        assert "st-error" in status["class"] and "st-error" in attrs["class"]
-        assert attrs["colspan"] == str(len(RUN_NAMES)) and why in attrs["title"] and why in text
+        attrs, text = rows["cell"][CELL_ORDER.index(name)]
+        assert "st-error" in attrs["class"] and why in attrs["title"] and why in text
     for key, (_, _, colour, _) in report.STYLES.items():
         assert f".st-{key} {{ background: {colour};" in page
+    emoji = [char for char in page if 0x2600 <= ord(char) <= 0x27BF or ord(char) >= 0x1F000]
+    assert emoji == []  # a browser without an emoji font draws them as empty boxes
+
+
+def twelve_cells(folder: Path) -> Path:
+    """12 cells with this project's longest version lists and every run kind of a full matrix run."""
+    kinds = ["single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "swift", "swift-cli", "swift-cli-2proc"]
+    kinds += [f"repro:{reproducer}" for reproducer in report.reproducer_failures()][:40]
+    versions = {
+        "torch": "2.13.0+cpu",
+        "transformers": "4.52.4",
+        "trl": "0.20.0",
+        "accelerate": "1.10.1",
+        "deepspeed": "0.16.9",
+        "peft": "0.15.2",
+        "ms-swift": "3.12.6",
+        "liger-kernel": "0.8.0",
+    }
+    for index in range(12):
+        runs = [
+            run(f"{kind}/{mode}", ("pass", "fail", "timeout")[(index + n) % 3])
+            for n, kind in enumerate(kinds)
+            for mode in ("plain", "patched")
+        ]
+        name = f"swift-3.5-trl0.20-{index:02d}"
+        data = cell(name, "fail", runs, versions=versions, description="a long description " * 10)
+        (folder / f"{name}.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_twelve_cells_fit_a_1600_px_page_in_a_real_browser(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    page = report.render_html(report.load_results(twelve_cells(tmp_path)))
+    # Measured in the page: its width, and every header or square whose text does not fit its box.
+    measure = (
+        "<script>const over = [...document.querySelectorAll('th, .half')]"
+        ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.slice(0, 30));"
+        "document.body.dataset.width = document.documentElement.scrollWidth;"
+        "document.body.dataset.over = JSON.stringify(over);</script>"
+    )
+    (tmp_path / "probe.html").write_text(page.replace("</body>", measure + "</body>"), encoding="utf-8")
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1600,1200",
+            "--dump-dom",
+            (tmp_path / "probe.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    width, over = (html.unescape(re.search(rf'data-{key}="([^"]*)"', dom).group(1)) for key in ("width", "over"))
+    assert int(width) <= 1600
+    assert json.loads(over) == []
 
 
 def test_write_reports_and_cli(results_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,9 +312,9 @@ def test_write_reports_and_cli(results_dir: Path, capsys: pytest.CaptureFixture[
     md_path, html_path = results_dir / "summary.md", results_dir / "report.html"
     assert capsys.readouterr().out.split() == [str(md_path), str(html_path)]
     assert md_path.read_text(encoding="utf-8").startswith("## GRPO compatibility matrix")
-    assert len(parse(html_path.read_text(encoding="utf-8")).rows) == len(FIXTURES) + 1
+    assert [header for header, _ in parse(html_path.read_text(encoding="utf-8")).rows][:2] == ["cell", "Training runs"]
 
 
 def test_empty_folder(tmp_path: Path) -> None:
     assert "No cell results" in report.render_markdown(report.load_results(tmp_path))
-    assert parse(report.render_html([])).rows == []
+    assert [header for header, _ in parse(report.render_html([])).rows] == ["cell"]
