@@ -41,8 +41,15 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs {args.jobs}: expected 1 or more cells at a time")
     wheelhouse = _folder("--wheelhouse", args.wheelhouse, Path(), must_exist=True) if args.wheelhouse else None
     results = _folder("--results", args.results, DEFAULT_RESULTS)
+    junit = Path(args.junit).resolve() if args.junit else None
     return run_matrix(
-        _selected_cells(args), results, jobs=args.jobs, wheelhouse=wheelhouse, quick=args.quick, only=args.runs
+        _selected_cells(args),
+        results,
+        jobs=args.jobs,
+        wheelhouse=wheelhouse,
+        quick=args.quick,
+        only=args.runs,
+        junit=junit,
     )
 
 
@@ -50,8 +57,11 @@ def _report(args: argparse.Namespace) -> int:
     from matrix.report import write_reports
     from matrix.runner import DEFAULT_RESULTS
 
-    for path in write_reports(_folder("--results", args.results, DEFAULT_RESULTS, must_exist=True)):
+    junit = Path(args.junit).resolve() if args.junit else None
+    for path in write_reports(_folder("--results", args.results, DEFAULT_RESULTS, must_exist=True), junit):
         print(path)
+    if junit:
+        print(junit)
     return 0
 
 
@@ -72,9 +82,11 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--jobs", type=int, default=1, help="cells run at the same time (default 1)")
     run.add_argument("--results", help="results folder (default .matrix/results)")
     run.add_argument("--wheelhouse", help="offline: install every package from this folder of wheels")
+    run.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
     run.set_defaults(run=_run)
     report = actions.add_parser("report", help="rebuild summary.md and report.html from the cell JSONs")
     report.add_argument("--results", help="results folder (default .matrix/results)")
+    report.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
     report.set_defaults(run=_report)
     workflow = actions.add_parser("workflow", help="write .github/workflows/matrix.yml from matrix/cells.toml")
     workflow.add_argument("--check", action="store_true", help="only check that it is current")

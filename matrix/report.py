@@ -453,13 +453,50 @@ def render_html(results: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- files and CLI
 
 
-def write_reports(results_dir: str | Path) -> tuple[Path, Path]:
-    """Write summary.md and report.html into the results folder; return their paths."""
+def render_junit(results: list[dict[str, Any]]) -> str:
+    """JUnit XML: a test suite per cell, a test case per run (CI systems show failures natively)."""
+    from xml.etree import ElementTree
+
+    suites = ElementTree.Element("testsuites", name="GRPO compatibility matrix")
+    for cell in results:
+        runs = cell["runs"]
+        statuses = Counter(run_display(run) for run in runs)
+        suite = ElementTree.SubElement(suites, "testsuite", name=cell["cell"], tests=str(max(1, len(runs))))
+        suite.set("failures", str(statuses["fail"] + statuses["unknown"]))
+        suite.set("errors", str(statuses["error"] + statuses["timeout"] + (not runs and cell_display(cell) == "error")))
+        suite.set("skipped", str(statuses["skipped"]))
+        ElementTree.SubElement(
+            ElementTree.SubElement(suite, "properties"), "property", name="versions", value=versions_text(cell)
+        )
+        if not runs and cell_display(cell) == "error":
+            case = ElementTree.SubElement(suite, "testcase", classname=cell["cell"], name="cell")
+            why = cell_why(cell)
+            ElementTree.SubElement(case, "error", message=_one_line(why or "no runs", 200)).text = why
+        for run in runs:
+            case = ElementTree.SubElement(suite, "testcase", classname=cell["cell"], name=run["name"])
+            if isinstance(run.get("wall_time_s"), (int, float)):
+                case.set("time", f"{run['wall_time_s']:.1f}")
+            key = run_display(run)
+            tag = {"fail": "failure", "unknown": "failure", "error": "error", "timeout": "error", "skipped": "skipped"}
+            if key in tag:
+                element = ElementTree.SubElement(case, tag[key], message=_one_line(run_text(run) or key, 200))
+                element.text = run_details(run)
+            else:
+                ElementTree.SubElement(case, "system-out").text = run_details(run)
+    ElementTree.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+def write_reports(results_dir: str | Path, junit: Path | None = None) -> tuple[Path, Path]:
+    """Write summary.md and report.html into the results folder (and JUnit XML to ``junit``); their paths."""
     folder = Path(results_dir)
     results = load_results(folder)
     md_path, html_path = folder / "summary.md", folder / "report.html"
     md_path.write_text(render_markdown(results), encoding="utf-8")
     html_path.write_text(render_html(results), encoding="utf-8")
+    if junit is not None:
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.write_text(render_junit(results), encoding="utf-8")
     return md_path, html_path
 
 

@@ -217,14 +217,16 @@ def run_matrix(
     wheelhouse: Path | None = None,
     quick: bool = False,
     only: str = "*",
+    junit: Path | None = None,
 ) -> int:
-    """Run ``cells`` (``quick``: only the do-no-harm sweep's CI variants; ``only``: run kinds matching a glob)."""
+    """Run ``cells`` (``quick``: only the do-no-harm sweep's CI variants; ``only``: run kinds matching a glob;
+    ``junit``: also write JUnit XML there)."""
     results.mkdir(parents=True, exist_ok=True)
     progress(f"matrix: {len(cells)} cell(s), {jobs} at a time -> {results}")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         records = list(pool.map(lambda cell: run_cell(cell, results, wheelhouse, quick, only), cells))
-    summary, page = write_reports(results)
+    summary, page = write_reports(results, junit)
     for record in records:
         progress(f"{record['cell']}: {record['status']}" + (f" ({record['reason']})" if record["reason"] else ""))
-    progress(f"summary: {summary}\n        report:  {page}")
+    progress(f"summary: {summary}\n        report:  {page}" + (f"\n        junit:   {junit}" if junit else ""))
     return 0 if all(record["status"] == "pass" for record in records) else 1

@@ -307,10 +307,32 @@ def test_twelve_cells_fit_a_1600_px_page_in_a_real_browser(tmp_path: Path) -> No
     assert json.loads(over) == []
 
 
+def test_junit_has_a_suite_per_cell_and_a_case_per_run_with_failures_ci_systems_show(results_dir: Path) -> None:
+    from xml.etree import ElementTree
+
+    root = ElementTree.fromstring(report.render_junit(report.load_results(results_dir)))
+    suites = {suite.get("name"): suite for suite in root.iter("testsuite")}
+    assert list(suites) == CELL_ORDER
+    cases = {(case.get("classname"), case.get("name")): case for case in root.iter("testcase")}
+    failed = cases[("trl-0.19", "single/patched")].find("failure")
+    assert failed.get("message") == EVIL_OUTCOME and failed.text.endswith(EVIL_ERROR)  # escaped, then read back
+    assert cases[("trl-0.23", "zero2/plain")].find("error") is not None  # a timeout
+    assert cases[("zz-unknown", "swift/plain")].find("skipped") is not None
+    assert cases[("trl-0.16", "repro:KF-2/plain")].find("failure") is None  # reproduced as expected: a pass
+    assert "no deepspeed" in cases[("swift-3.5", "cell")].find("error").text  # a cell that could not run
+    assert (suites["trl-0.19"].get("failures"), suites["trl-0.23"].get("errors")) == ("1", "1")
+    assert suites["trl-0.16"].find("properties/property").get("value").startswith("torch 2.13.0+cpu")
+
+
 def test_write_reports_and_cli(results_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert report.main([str(results_dir)]) == 0
     md_path, html_path = results_dir / "summary.md", results_dir / "report.html"
     assert capsys.readouterr().out.split() == [str(md_path), str(html_path)]
+    from matrix.cli import main as matrix_main
+
+    junit = results_dir / "ci" / "matrix.xml"
+    assert matrix_main(["report", "--results", str(results_dir), "--junit", str(junit)]) == 0
+    assert capsys.readouterr().out.split()[-1] == str(junit) and junit.read_text().startswith("<?xml")
     assert md_path.read_text(encoding="utf-8").startswith("## GRPO compatibility matrix")
     assert [header for header, _ in parse(html_path.read_text(encoding="utf-8")).rows][:2] == ["cell", "Training runs"]
 
