@@ -423,6 +423,19 @@ REPRODUCERS += (
         r"Likely cause: a reward function returned inf",
     ),
 )
+# dapo with steps_per_generation != gradient_accumulation_steps: the update is mis-scaled, without a word.
+REPRODUCERS += (
+    Reproducer(
+        id="token-normalisation-scale",
+        patch="trl.token-normalisation-scale",
+        failure="token-normalisation-scale",
+        script="token-normalisation",
+        requires=("trl>=0.22,<1.9.1",),
+        settings=(),
+        upstream=r"the trainer's gradient is 0\.5\d*x the token-mean objective's",
+        patched=None,
+    ),
+)
 # A reward function without **kwargs: upstream fails at the first reward call, after the model loaded and generated.
 REPRODUCERS += (
     Reproducer(
