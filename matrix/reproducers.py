@@ -436,6 +436,20 @@ REPRODUCERS += (
         patched=None,
     ),
 )
+# Text-only GRPO on a tiny Gemma-3: transformers 5.0-5.5 demand token_type_ids in training (census row 33).
+REPRODUCERS += (
+    Reproducer(
+        id="gemma3-token-type-ids",
+        patch="transformers.gemma3-text-token-type-ids",
+        failure="gemma3-token-type-ids-required",
+        script="grpo",
+        requires=("trl>=0.14", "transformers>=5.0,<5.6"),
+        settings=(),
+        flags=("--model-arch", "gemma3"),
+        upstream=r"`token_type_ids` is required as a model input when training",
+        patched=None,
+    ),
+)
 # A reward function without **kwargs: upstream fails at the first reward call, after the model loaded and generated.
 REPRODUCERS += (
     Reproducer(

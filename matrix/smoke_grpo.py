@@ -123,6 +123,10 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
 
         dtype = getattr(torch, args.weights_dtype)
         model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
+    if args.model_arch == "gemma3":  # text-only GRPO trains the language model: the vision tower sits still
+        model = transformers.AutoModelForImageTextToText.from_pretrained(model_dir)
+        for name, parameter in model.named_parameters():
+            parameter.requires_grad_("language_model" in name or "lm_head" in name)
     result["phase"] = "model"
     trainer = GRPOTrainer(
         model=model,
@@ -131,6 +135,12 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         train_dataset=prompts(),
         eval_dataset=prompts() if args.evaluate_first else None,
         peft_config=lora_config() if args.lora else None,
+        # Gemma-3's processor wants image settings the text-only tiny model has none of: its tokenizer, as users pass.
+        **(
+            {"processing_class": transformers.AutoTokenizer.from_pretrained(model_dir)}
+            if args.model_arch == "gemma3"
+            else {}
+        ),
     )
     result["phase"] = "train"
     if args.evaluate_first:

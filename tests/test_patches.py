@@ -192,6 +192,9 @@ EFFECT_PROBES = {
     # trl 0.22.0-1.9.0 only: proven in the trl-0.23 and trl-0.29 cells by the probe of reproducer
     # token-normalisation-scale (plain 0.500x, patched 1.000x trl 1.9.1's divisor; healthy runs: weights identical).
     "trl.token-normalisation-scale": None,
+    # transformers 5.0-5.5 only (this env has 5.23): proven in the trl-1.9-tf5.5 cell (reproducer
+    # gemma3-token-type-ids: a tiny Gemma-3 fails plain, trains patched).
+    "transformers.gemma3-text-token-type-ids": None,
     # ms-swift 3.5-3.6 with trl >= 0.20 only: proven in the swift-3.5-trl0.20 cell (every plain run fails at the
     # first step, every patched one is refused: in-process apply() and the `swift rlhf` plugin, 1 and 2 processes).
     "swift.refuse-trl-0.20-on-swift-3.5": None,

@@ -74,6 +74,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--watchdog", choices=("warn", "stop", "off"), help="patched mode: GRPO_COMPAT_WATCHDOG")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
+        "--model-arch",
+        choices=("qwen2", "gemma3"),
+        default="qwen2",
+        help="gemma3: a tiny Gemma3ForConditionalGeneration trained on text only (census row 33 reproducer)",
+    )
+    p.add_argument(
         "--evaluate-first",
         action="store_true",
         help="trl: trainer.evaluate() on the prompts before train(), as eval_on_start does (TRL #3983 reproducer)",
@@ -236,8 +242,9 @@ def tiny_model(args: argparse.Namespace) -> Path:
 
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
 
-    default = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_qwen2_tf{transformers.__version__}"
-    return build_tiny_qwen2(args.model_dir or default, seed=0)
+    architecture = getattr(args, "model_arch", "qwen2")
+    default = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_{architecture}_tf{transformers.__version__}"
+    return build_tiny_qwen2(args.model_dir or default, seed=0, architecture=architecture)
 
 
 def last_logged(logs: list[dict], key: str) -> Any:

@@ -1,4 +1,4 @@
-"""A tiny Qwen2 causal LM and BPE tokenizer, built offline, for smoke tests.
+"""A tiny Qwen2 causal LM (or Gemma-3 vision-language model) and BPE tokenizer, built offline, for smoke tests.
 
 Nothing here touches the Hugging Face Hub: the tokenizer is trained locally on
 generated sentences and the weights are drawn from a seeded generator.
@@ -12,6 +12,7 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKER = ".grpo_compat_tiny_qwen2.json"
@@ -51,13 +52,14 @@ def _corpus(seed: int, n: int = 400) -> list[str]:
     return lines
 
 
-def _is_built(directory: Path, seed: int) -> bool:
+def _is_built(directory: Path, seed: int, architecture: str = "qwen2") -> bool:
     try:
         marker = json.loads((directory / MARKER).read_text())
     except (OSError, ValueError):
         return False
     return (
         marker.get("seed") == seed
+        and marker.get("architecture", "qwen2") == architecture
         and marker.get("recipe") == RECIPE_VERSION
         and all((directory / name).is_file() for name in REQUIRED_FILES)
     )
@@ -110,7 +112,40 @@ def _write_tokenizer(out: Path, seed: int) -> dict[str, int]:
     return ids
 
 
-def _write_model(out: Path, seed: int, ids: dict[str, int]) -> None:
+def _gemma3(ids: dict[str, int]) -> Any:
+    """Gemma3ForConditionalGeneration (text through its language model; a 1-layer vision tower beside it)."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+
+    text = Gemma3TextConfig(
+        vocab_size=ids["vocab_size"],
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        sliding_window=16,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    vision = SiglipVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
+    )
+    config = Gemma3Config(
+        text_config=text,
+        vision_config=vision.to_dict(),
+        mm_tokens_per_image=4,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    config._attn_implementation = "eager"  # Gemma-3's recommended attention for training
+    return Gemma3ForConditionalGeneration(config)
+
+
+def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -133,14 +168,15 @@ def _write_model(out: Path, seed: int, ids: dict[str, int]) -> None:
     # fork_rng: the constructor's own init consumes the global RNG; the caller's
     # RNG state must not depend on whether the model was cached.
     with torch.random.fork_rng(devices=[]):
-        model = Qwen2ForCausalLM(config).to(torch.float32)
+        model = (_gemma3(ids) if architecture == "gemma3" else Qwen2ForCausalLM(config)).to(torch.float32)
     # Own init from a local generator, by sorted name, so the weights depend only
     # on the seed and not on the transformers version's init scheme.
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
             if name.endswith("norm.weight"):
-                param.fill_(1.0)
+                # Gemma's RMSNorm scales by 1 + weight: 0 is its identity (its vision tower's LayerNorms are not).
+                param.fill_(0.0 if architecture == "gemma3" and "vision" not in name else 1.0)
             elif name.endswith(".bias"):
                 param.zero_()
             else:
@@ -153,8 +189,8 @@ def _write_model(out: Path, seed: int, ids: dict[str, int]) -> None:
     model.save_pretrained(str(out))
 
 
-def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0) -> Path:
-    """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``; return its path.
+def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architecture: str = "qwen2") -> Path:
+    """Build (or reuse) a tiny Qwen2 model (``architecture="gemma3"``: a tiny Gemma-3) + tokenizer in ``directory``.
 
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
     it on the same directory: a file lock lets one build while the others wait.
@@ -165,7 +201,7 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _is_built(directory, seed):
+        if _is_built(directory, seed, architecture):
             return directory
         if (directory / "config.json").exists() and not (directory / MARKER).exists():
             # Never overwrite a model this function did not make (or a build that crashed).
@@ -173,13 +209,14 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
         try:
             ids = _write_tokenizer(staging, seed)
-            _write_model(staging, seed, ids)
+            _write_model(staging, seed, ids, architecture)
             # Marker off first and back on last: a half-replaced directory never looks built.
             (directory / MARKER).unlink(missing_ok=True)
             for item in sorted(staging.iterdir()):
                 item.chmod(0o644)  # transformers 5 saves weights as 0600
                 os.replace(item, directory / item.name)
             marker = {"seed": seed, "recipe": RECIPE_VERSION, "vocab_size": ids["vocab_size"]}
+            marker["architecture"] = architecture
             (staging / MARKER).write_text(json.dumps(marker))
             os.replace(staging / MARKER, directory / MARKER)
         finally:
