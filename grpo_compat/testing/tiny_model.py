@@ -112,63 +112,65 @@ def _write_tokenizer(out: Path, seed: int) -> dict[str, int]:
     return ids
 
 
-def _gemma3(ids: dict[str, int]) -> Any:
-    """Gemma3ForConditionalGeneration (text through its language model; a 1-layer vision tower beside it)."""
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+def _token_ids(ids: dict[str, int]) -> dict[str, int]:
+    return {
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+    }
 
-    text = Gemma3TextConfig(
+
+def _text_sizes(ids: dict[str, int]) -> dict[str, int]:
+    """The language model's sizes, the same for every architecture."""
+    return dict(
         vocab_size=ids["vocab_size"],
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=16,
         max_position_embeddings=512,
-        sliding_window=16,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
+        **_token_ids(ids),
     )
-    vision = SiglipVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
-    )
-    config = Gemma3Config(
-        text_config=text,
-        vision_config=vision.to_dict(),
-        mm_tokens_per_image=4,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
-    )
-    config._attn_implementation = "eager"  # Gemma-3's recommended attention for training
-    return Gemma3ForConditionalGeneration(config)
 
 
-def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+def _qwen2(ids: dict[str, int]) -> Any:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        vocab_size=ids["vocab_size"],
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
+        **_text_sizes(ids),
         tie_word_embeddings=True,
         # 4.x defaults sliding_window to 4096 and warns under sdpa; unused anyway.
         use_sliding_window=False,
         sliding_window=None,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
     )
+    return Qwen2ForCausalLM(config)
+
+
+def _gemma3(ids: dict[str, int]) -> Any:
+    """Gemma3ForConditionalGeneration (text through its language model; a 1-layer vision tower beside it)."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+
+    text = Gemma3TextConfig(**_text_sizes(ids), head_dim=16, sliding_window=16)
+    vision = SiglipVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8
+    )
+    config = Gemma3Config(text_config=text, vision_config=vision.to_dict(), mm_tokens_per_image=4, **_token_ids(ids))
+    config._attn_implementation = "eager"  # Gemma-3's recommended attention for training
+    return Gemma3ForConditionalGeneration(config)
+
+
+ARCHITECTURES = {"qwen2": _qwen2, "gemma3": _gemma3}
+
+
+def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
+    import torch
+    from transformers import GenerationConfig
+
     # fork_rng: the constructor's own init consumes the global RNG; the caller's
     # RNG state must not depend on whether the model was cached.
     with torch.random.fork_rng(devices=[]):
-        model = (_gemma3(ids) if architecture == "gemma3" else Qwen2ForCausalLM(config)).to(torch.float32)
+        model = ARCHITECTURES[architecture](ids).to(torch.float32)
     # Own init from a local generator, by sorted name, so the weights depend only
     # on the seed and not on the transformers version's init scheme.
     gen = torch.Generator().manual_seed(seed)
@@ -181,11 +183,7 @@ def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = 
                 param.zero_()
             else:
                 param.normal_(0.0, 0.02, generator=gen)
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
-    )
+    model.generation_config = GenerationConfig(**_token_ids(ids))
     model.save_pretrained(str(out))
 
 
