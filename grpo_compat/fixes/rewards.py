@@ -41,13 +41,18 @@ def check_enabled(environ: dict[str, str] | None = None) -> bool:
     return value not in ("0", "false", "no", "off")
 
 
+def _unwrapped(function: Any) -> Any:
+    """The callable a functools.partial wraps (trl unwraps them too), else the function itself."""
+    return function.func if isinstance(function, functools.partial) else function
+
+
 def name_of(function: Any) -> str:
-    inner = function.func if isinstance(function, functools.partial) else function
+    inner = _unwrapped(function)
     return getattr(inner, "__name__", None) or type(inner).__name__
 
 
 def is_async(function: Any) -> bool:
-    inner = function.func if isinstance(function, functools.partial) else function
+    inner = _unwrapped(function)
     return inspect.iscoroutinefunction(inner) or inspect.iscoroutinefunction(type(inner).__call__)
 
 
@@ -240,7 +245,7 @@ def _short(value: Any) -> str:
 
 def _raised_in(error: BaseException, function: Any) -> bool:
     """Whether the error was raised in the function's own code (not deeper, in a library it calls)."""
-    inner = function.func if isinstance(function, functools.partial) else function
+    inner = _unwrapped(function)
     code = getattr(inner, "__code__", None) or getattr(type(inner).__call__, "__code__", None)
     traceback = error.__traceback__
     while traceback is not None and traceback.tb_next is not None:
@@ -250,9 +255,11 @@ def _raised_in(error: BaseException, function: Any) -> bool:
 
 def dry_run(reward_funcs: Any, dataset: Any, generations: int, trl_version: str) -> None:
     """Call every Python reward function once, as trl would; refuse contract mismatches, log the rest."""
+    if not check_enabled():
+        return
     functions = python_reward_functions(reward_funcs)
-    rows = dataset_rows(dataset)
-    if not functions or rows is None or not check_enabled():
+    rows = dataset_rows(dataset) if functions else None
+    if rows is None:
         return
     refuse_unnamed(functions, trl_version)
     refuse_unsupported_async(functions, trl_version)
@@ -326,7 +333,7 @@ def refuse_unsupported_async(functions: list[Any], trl_version: str) -> None:
     """Async reward functions need trl >= 0.27; callable objects with ``async def __call__`` trl >= 1.14."""
     trl = release(trl_version)
     for function in functions:
-        inner = function.func if isinstance(function, functools.partial) else function
+        inner = _unwrapped(function)
         if not is_async(function):
             continue
         needed = (0, 27) if inspect.iscoroutinefunction(inner) else (1, 14)
