@@ -59,7 +59,7 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument(
         "--reward",
-        choices=("length", "constant", "none", "inf", "no-kwargs", "one-value"),
+        choices=tuple(REWARDS),
         default="length",
         help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer); none: every "
         "reward None; inf: the first completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward "
@@ -136,20 +136,6 @@ def one_value(completions: list, **kwargs: Any) -> list[float]:
     return [1.0]
 
 
-REWARDS = {
-    "length": None,
-    "constant": constant_reward,
-    "none": unscorable_reward,
-    "inf": overflowing_reward,
-    "no-kwargs": strict_length,
-    "one-value": one_value,
-}
-
-
-def reward_function(args: argparse.Namespace) -> Callable[..., list]:
-    return REWARDS[args.reward] or length_reward
-
-
 class WatchdogWarnings:
     """Collects the watchdog's warnings of this process ("GRPO is not learning: ..." and its kin) into the result."""
 
@@ -172,6 +158,21 @@ def length_reward(completions: list, **kwargs: Any) -> list[float]:
     # Deterministic, and different for different completions, so the group std is
     # non-zero and the policy gradient (not only the KL term) moves the weights.
     return [len(str(c)) / 10.0 + len(set(str(c))) / 20.0 for c in completions]
+
+
+# --reward NAME: the reward function of a smoke run.
+REWARDS = {
+    "length": length_reward,
+    "constant": constant_reward,
+    "none": unscorable_reward,
+    "inf": overflowing_reward,
+    "no-kwargs": strict_length,
+    "one-value": one_value,
+}
+
+
+def reward_function(args: argparse.Namespace) -> Callable[..., list]:
+    return REWARDS[args.reward]
 
 
 def snapshot(model: Any) -> dict:
