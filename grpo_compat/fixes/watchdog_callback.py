@@ -195,13 +195,14 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             # Only what the watchdog cannot see itself: an optimizer without hooks, a trainer without metrics.
             logs = logs or {}
-            series = [("kl", "kls")] if self._metrics.table() is None else []
+            unmetered = self._metrics.table() is None  # a trainer that keeps no per-batch metrics
+            series = [("kl", "kls")] if unmetered else []
             if not self._hooks:
                 series += [("learning_rate", "learning_rates"), ("grad_norm", "grad_norms")]
             for key, name in series:
                 if isinstance(logs.get(key), (int, float)):
                     getattr(self.evidence, name).append(float(logs[key]))
-            if self._metrics.table() is None:
+            if unmetered:
                 self.evidence.spread_source = "logged steps"
                 logged = {key: [value] for key, value in logs.items() if isinstance(value, (int, float))}
                 self.evidence.zero_spread += self._flat(logged)
@@ -241,7 +242,7 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
             if self.evidence.nonfinite:
                 return
             nonfinite = ["the gradients"] if self._nonfinite_gradient else []
-            if self._sample is not None and not bool(self._sample.read().isfinite().all()):
+            if not self._weights_finite():
                 nonfinite.append("the sampled weights")
             if any(not math.isfinite(kl) for kl in fresh.get("kl", [])):
                 nonfinite.append("KL")
@@ -249,6 +250,9 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
                 self.evidence.nonfinite = nonfinite + (["the rewards"] if any(map(math.isinf, rewards)) else [])
                 self.evidence.nonfinite_step = state.global_step
                 self._report(diverged(self.evidence))
+
+        def _weights_finite(self) -> bool:
+            return self._sample is None or bool(self._sample.read().isfinite().all())
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if not self._checked and state.global_step > 0:
@@ -266,7 +270,7 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
             if SAMPLING_ERROR not in str(error):
                 return
             known = self.findings.get(DIVERGED)
-            if known is None and self._sample is not None and not bool(self._sample.read().isfinite().all()):
+            if known is None and not self._weights_finite():
                 self.evidence.nonfinite = ["the sampled weights"]
                 self.evidence.nonfinite_step = self.evidence.optimizer_steps
                 known = diverged(self.evidence)
