@@ -159,10 +159,15 @@ def cell_why(cell: dict[str, Any]) -> str:
     return "\n".join(dict.fromkeys(parts))
 
 
-def versions_text(cell: dict[str, Any]) -> str:
+def cell_versions(cell: dict[str, Any]) -> list[str]:
+    """["torch 2.13.0+cpu", "trl 0.16.1", ...]: the installed versions, else the pins."""
     versions = cell.get("versions") if isinstance(cell.get("versions"), dict) else None
     source = versions or (cell.get("pins") if isinstance(cell.get("pins"), dict) else {}) or {}
-    return ", ".join(f"{key} {source[key]}" for key in TRACKED_DISTRIBUTIONS if source.get(key))
+    return [f"{key} {source[key]}" for key in TRACKED_DISTRIBUTIONS if source.get(key)]
+
+
+def versions_text(cell: dict[str, Any]) -> str:
+    return ", ".join(cell_versions(cell))
 
 
 def totals(results: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
@@ -374,9 +379,8 @@ def _html_pair(plain: dict[str, Any] | None, patched: dict[str, Any] | None) -> 
     """One square: plain | patched, each coloured and labelled; both runs' details on click."""
     if plain is None and patched is None:
         return f'<td class="pair absent st-absent" title="not run">{STYLES["absent"][1]}</td>'
-    halves = "".join(
-        f'<span class="half st-{run_display(run)}">{_e(STYLES[run_display(run)][1])}</span>' for run in (plain, patched)
-    )
+    keys = [run_display(run) for run in (plain, patched)]
+    halves = "".join(f'<span class="half st-{key}">{_e(STYLES[key][1])}</span>' for key in keys)
     details = "\n\n".join(run_details(run) for run in (plain, patched) if run is not None)
     panel = f"<details><summary>{halves}</summary><pre>{_e(details)}</pre></details>"
     return f'<td class="pair" title="{_e(details)}">{panel}</td>'
@@ -384,7 +388,7 @@ def _html_pair(plain: dict[str, Any] | None, patched: dict[str, Any] | None) -> 
 
 def _html_cell_header(cell: dict[str, Any]) -> str:
     env = cell["env"]
-    lines = versions_text(cell).split(", ") if versions_text(cell) else []
+    lines = cell_versions(cell)
     if env.get("status"):
         cached = " (cached)" if env.get("cached") else ""
         seconds = f", {env['seconds']:.0f} s" if isinstance(env.get("seconds"), (int, float)) else ""
