@@ -216,12 +216,15 @@ def test_the_count_check_keeps_the_name_the_signature_the_async_kind_and_the_rew
     import asyncio
     import inspect
 
-    from grpo_compat.fixes.rewards import count_checked
+    from grpo_compat.fixes.rewards import count_checked, trl_caller
 
     async def judged(prompts, completions, **kwargs):
         return [0.25] * (len(completions) if kwargs.get("whole", True) else 1)
 
-    checked_sync, checked_async = count_checked(length, "0.29.1"), count_checked(judged, "0.29.1")
+    checked_sync, checked_async = (
+        count_checked(length, trl_caller("0.29.1")),
+        count_checked(judged, trl_caller("0.29.1")),
+    )
     assert (checked_sync.__name__, checked_async.__name__) == ("length", "judged")
     assert inspect.signature(checked_async) == inspect.signature(judged)
     assert inspect.iscoroutinefunction(checked_async) and not inspect.iscoroutinefunction(checked_sync)
@@ -247,3 +250,146 @@ def test_a_wrong_count_the_dry_run_did_not_see_is_refused_at_the_step_where_trl_
     )
     healthy = [smoke("trl-0.16", mode, tmp_path / "model", tmp_path) for mode in ("plain", "patched")]
     assert healthy[0]["weights_sha256"] == healthy[1]["weights_sha256"]  # the wrapped rewards pass through untouched
+
+
+# ms-swift: reward_func(completions, **kwargs), the generated rows batched by column (swift.reward-dry-run). The
+# keyword arguments by version were read in ms-swift's tags 3.5-4.5 and recorded from real 3.5.3, 3.12.6 and 4.6.0 runs.
+SWIFT_ROWS = [
+    {"messages": [{"role": "user", "content": "count 1"}], "solution": "1"},
+    {"messages": [{"role": "user", "content": "count 2"}], "solution": "2"},
+]
+
+
+class SwiftORM:
+    """What a user's ms-swift ORM looks like (swift.rewards.ORM is a plain base class)."""
+
+    def __call__(self, completions, **kwargs):
+        return [float(len(c)) for c in completions]
+
+
+def test_swift_keyword_arguments_follow_the_installed_ms_swift():
+    from grpo_compat.fixes.rewards import swift_keyword_arguments
+
+    assert set(swift_keyword_arguments("3.5.3", SWIFT_ROWS, 2)) == {
+        "completions",
+        "messages",
+        "solution",
+        "is_truncated",
+    }
+    ms_swift_3_12 = {"trainer_state", "prompt_id", "request_id", "finish_reason", "response_token_ids"}
+    assert set(swift_keyword_arguments("3.12.6", SWIFT_ROWS, 2)) == ms_swift_3_12 | set(
+        swift_keyword_arguments("3.5.3", SWIFT_ROWS, 2)
+    )
+    kwargs = swift_keyword_arguments("4.6.0", SWIFT_ROWS, 3)
+    assert "rollout_infos" in kwargs and len(kwargs["messages"]) == len(kwargs["completions"]) == 6
+    assert kwargs["messages"][3] == [
+        *SWIFT_ROWS[1]["messages"],
+        {"role": "assistant", "content": kwargs["completions"][3]},
+    ]
+    assert all(isinstance(c, str) for c in kwargs["completions"])  # swift passes messages[-1]['content']
+
+
+def test_an_orm_without_kwargs_is_refused_with_every_argument_ms_swift_passes_and_the_call_fix():
+    from grpo_compat.fixes.rewards import swift_dry_run
+
+    class StrictLength(SwiftORM):
+        def __call__(self, completions):
+            return [1.0] * len(completions)
+
+    with pytest.raises(RewardFunctionError) as refused:
+        swift_dry_run([StrictLength()], SWIFT_ROWS, 2, "4.6.0")
+    message = str(refused.value)
+    assert (
+        "'StrictLength' does not accept the keyword arguments trainer_state, messages, solution, is_truncated"
+        in message
+    )
+    assert "which ms-swift passes every reward function" in message
+    assert "def __call__(self, completions, **kwargs)" in message and "before the first generation" in message
+
+
+def test_swift_passes_the_completions_by_position_whatever_the_first_parameter_is_called(warnings):
+    from grpo_compat.fixes.rewards import swift_dry_run
+
+    calls = []
+
+    def by_any_name(responses, solution, **kwargs):  # works in ms-swift: the completions come first, by position
+        calls.append((len(responses), solution[0]))
+        return [float(r.endswith("7</answer>")) for r in responses]
+
+    swift_dry_run([by_any_name, SwiftORM()], SWIFT_ROWS, 3, "3.12.6")
+    assert calls == [(6, "1")] and warnings == []
+    with pytest.raises(RewardFunctionError, match="takes no positional parameter for the completions"):
+        swift_dry_run([lambda **kwargs: [0.0] * 6], SWIFT_ROWS, 3, "3.12.6")
+    with pytest.raises(RewardFunctionError, match=r"needs 'answer', which ms-swift does not pass"):
+        swift_dry_run([lambda completions, answer, **kwargs: [0.0] * 6], SWIFT_ROWS, 3, "3.12.6")
+
+
+def test_a_call_method_that_is_a_staticmethod_is_judged_by_its_own_parameters():
+    from grpo_compat.fixes.rewards import swift_dry_run
+
+    class Static(SwiftORM):  # inspect.signature drops its first parameter as if it were self
+        __call__ = staticmethod(length)
+
+    swift_dry_run([Static()], SWIFT_ROWS, 2, "4.6.0")
+
+
+def test_ms_swift_rewards_are_refused_for_what_ms_swift_cannot_score_and_not_for_none(warnings):
+    from grpo_compat.fixes.rewards import swift_dry_run
+
+    def one(completions, **kwargs):
+        return [1.0]
+
+    def unsure(completions, **kwargs):
+        return [None] * len(completions)
+
+    async def judged(completions, **kwargs):
+        return [0.5] * len(completions)
+
+    with pytest.raises(RewardFunctionError, match=r"1 rewards for 4 completions.*ms-swift 4\.6\.0 would copy that"):
+        swift_dry_run([one], SWIFT_ROWS, 2, "4.6.0")
+    swift_dry_run([unsure], SWIFT_ROWS, 2, "3.5.3")  # None becomes NaN in every ms-swift: a warning, not a refusal
+    assert any("ms-swift scores it 0" in w for w in warnings)
+    swift_dry_run([judged], SWIFT_ROWS, 2, "3.12.1")
+    with pytest.raises(RewardFunctionError, match=r"'judged' is async.*pip install \"ms-swift>=3.12.1\""):
+        swift_dry_run([judged], SWIFT_ROWS, 2, "3.12.0")
+
+
+def test_encoded_or_switched_off_swift_datasets_are_not_dry_run(monkeypatch):
+    from grpo_compat.fixes.rewards import swift_dry_run
+
+    def strict(completions):
+        return [1.0] * len(completions)
+
+    swift_dry_run([strict], [{"input_ids": [1, 2]}, {"input_ids": [3]}], 2, "4.6.0")  # not swift's rows: no kwargs
+    monkeypatch.setenv("GRPO_COMPAT_REWARD_CHECK", "0")
+    swift_dry_run([strict], SWIFT_ROWS, 2, "4.6.0")
+
+
+def test_the_swift_count_check_wraps_in_place_and_refuses_one_value_passed_by_position():
+    import asyncio
+    import inspect
+    from types import SimpleNamespace
+
+    from grpo_compat.fixes.rewards import count_check_reward_functions, swift_caller
+
+    class Whole(SwiftORM):
+        def __call__(self, completions, **kwargs):
+            return [1.0] if kwargs.get("whole") else [0.5] * len(completions)
+
+    async def judged(completions, **kwargs):
+        return [0.25] * len(completions)
+
+    module = SimpleNamespace()  # a reward model (nn.Module) stays as it is; here: anything not callable
+    functions = [Whole(), judged, module]
+    trainer = SimpleNamespace(reward_funcs=functions)
+    count_check_reward_functions(trainer, swift_caller("3.5.3"))
+    assert trainer.reward_funcs is functions and functions[2] is module
+    assert inspect.iscoroutinefunction(functions[1]) and not inspect.iscoroutinefunction(functions[0])
+    assert functions[0](["a", "b"], messages=[[], []]) == [0.5, 0.5]
+    assert asyncio.run(functions[1](["a", "b"])) == [0.25, 0.25]
+    with pytest.raises(RewardFunctionError) as refused:
+        functions[0](["a", "b"], whole=True)
+    assert str(refused.value).startswith(
+        "reward function 'Whole' returned 1 rewards for 2 completions during training (ms-swift 3.5.3); ms-swift "
+        "copies one value to every completion without a word"
+    )

@@ -28,12 +28,8 @@ from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 )
 def check_reward_counts(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     from grpo_compat.core.versions import installed_version
-    from grpo_compat.fixes.rewards import count_checked, python_reward_functions
+    from grpo_compat.fixes.rewards import count_check_reward_functions, trl_caller
 
     result = wrapped(trainer, *args, **kwargs)
-    functions = getattr(trainer, "reward_funcs", None)
-    if isinstance(functions, list):
-        checked = {id(f) for f in python_reward_functions(functions)}
-        version = installed_version("trl")
-        trainer.reward_funcs = [count_checked(f, version) if id(f) in checked else f for f in functions]
+    count_check_reward_functions(trainer, trl_caller(installed_version("trl")))
     return result
