@@ -24,6 +24,9 @@ WRAPPING_ORDER = (
     # ms-swift 3.x RLHFArguments.__post_init__
     "swift.refuse-trl-0.20-on-swift-3.5",
     "swift.grpo-arguments-check",
+    # ms-swift GRPOTrainer.__init__ (both act on the trainer upstream has just built)
+    "swift.reward-count-check",  # wraps the reward functions after the dry run called them unwrapped
+    "swift.reward-dry-run",
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes

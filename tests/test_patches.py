@@ -198,6 +198,12 @@ EFFECT_PROBES = {
     # ms-swift 3.5-3.6 with trl >= 0.20 only: proven in the swift-3.5-trl0.20 cell (every plain run fails at the
     # first step, every patched one is refused: in-process apply() and the `swift rlhf` plugin, 1 and 2 processes).
     "swift.refuse-trl-0.20-on-swift-3.5": None,
+    # ms-swift is not in this env: proven in the swift-3.5, swift-3.12 and swift-4.6 cells by the reproducers
+    # swift-reward-without-kwargs (plain fails at the first reward call, patched refused before the first
+    # generation) and swift-reward-one-value-broadcast (plain learns nothing without a word, patched refused at
+    # the step), with every healthy swift run's patched weights equal to plain's; and by tests/test_reward_dry_run.py.
+    "swift.reward-dry-run": None,
+    "swift.reward-count-check": None,
     # ms-swift only: proven in the swift-3.5 and swift-4.6 cells (reproducer swift-reward-not-registered).
     "swift.reward-names-check": None,
     # trl 0.22.0-0.27.0 only: proven in the trl-0.23 cells (evaluate() before train()) by the matrix reproducer
