@@ -517,6 +517,52 @@ REPRODUCERS += (
         r"\(did you mean 'accuracy'\?\)",
     ),
 )
+# ms-swift: a reward function is first called at the first generation, after the models and the dataset loaded, with
+# the completions by position and the generated rows' columns by keyword; one value per batch is copied to every
+# completion without a word (3.5.3, 3.12.6, 4.6.0). Patched: the dry run when swift's GRPOTrainer is built, before the
+# first generation; with the dry run off (a count that depends on the data), the count check at the step.
+_NO_KWARGS_SWIFT = Reproducer(
+    id="swift-reward-without-kwargs",
+    patch="swift.reward-dry-run",
+    failure="reward-function-contract",
+    script="swift",
+    requires=("ms-swift>=3.5",),
+    settings=(),
+    flags=("--reward", "no-kwargs"),  # an ORM whose __call__(self, completions) takes no **kwargs
+    upstream=r"__call__\(\) got an unexpected keyword argument '(messages|trainer_state)'",
+    patched=r"RewardFunctionError: reward function 'SmokeLengthReward' does not accept the keyword arguments "
+    r"(trainer_state, )?messages, .*is_truncated",
+)
+REPRODUCERS += (
+    _NO_KWARGS_SWIFT,
+    replace(_NO_KWARGS_SWIFT, id="swift-reward-without-kwargs-cli", script="swift-cli"),  # the plugin's patches
+    Reproducer(
+        id="swift-reward-one-value-broadcast",
+        patch="swift.reward-count-check",
+        failure="reward-function-contract",
+        script="swift",
+        requires=("ms-swift>=3.5",),
+        settings=(),
+        flags=("--reward", "one-value", "--no-reward-dry-run"),
+        upstream=_STALLED,  # the broadcast's zero advantages: reward_std 0, nothing learnt, no word
+        patched=r"RewardFunctionError: reward function 'SmokeLengthReward' returned 1 rewards for \d+ completions "
+        r"during training \(ms-swift [\d.]+\); ms-swift copies one value to every completion",
+        checks=("learns",),
+    ),
+    Reproducer(
+        id="swift-reward-one-value-dry-run",
+        patch="swift.reward-dry-run",
+        failure="reward-function-contract",
+        script="swift",
+        requires=("ms-swift>=3.5",),
+        settings=(),
+        flags=("--reward", "one-value"),
+        upstream=_STALLED,
+        patched=r"RewardFunctionError: reward function 'SmokeLengthReward' returned 1 rewards for \d+ completions "
+        r"\(\d+ prompts x \d+ generations\); ms-swift [\d.]+ would copy that value to every completion",
+        checks=("learns",),
+    ),
+)
 # ms-swift: the watchdog reaches swift's GRPOTrainer through trl's train() (SwiftMixin.train -> super().train()).
 REPRODUCERS += (
     Reproducer(

@@ -34,6 +34,7 @@ from grpo_compat.testing.smoke import (
     reward_function,
     run_smoke,
     snapshot,
+    swift_reward_class,
     tiny_model,
     weight_change,
 )
@@ -55,11 +56,7 @@ def swift_api() -> SimpleNamespace:
 
 
 def register_reward(api: SimpleNamespace, reward: Any) -> None:
-    class SmokeLengthReward(api.orm):  # type: ignore[name-defined,misc]
-        def __call__(self, completions: list, **kwargs: Any) -> list[float]:
-            return reward(completions)
-
-    api.orms[REWARD_NAME] = SmokeLengthReward
+    api.orms[REWARD_NAME] = swift_reward_class(api.orm, reward)
 
 
 def label_first_sample_from_column_0(template: Any) -> None:

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel, TrainerCallback
 
-from grpo_compat.testing.smoke import constant_reward, length_reward
+from grpo_compat.testing.smoke import REWARDS, swift_reward_class
 
 if importlib.util.find_spec("swift.rewards") is not None:  # ms-swift 4.x
     from swift.callbacks import callbacks_map
@@ -62,7 +62,6 @@ else:  # 3.x
 
 PROBES = Path(os.environ["PROBE_DIR_ENV"])
 RANK = os.environ.get("RANK", "0")
-REWARD = constant_reward if os.environ.get("REWARD_ENV") == "constant" else length_reward
 
 
 def record(event, **values):
@@ -75,12 +74,8 @@ def grpo_compat_state():
     return {"active": bool(report and report.active), "report": report.to_dict() if report else None}
 
 
-class REWARD_CLASS(ORM):
-    def __call__(self, completions, **kwargs):
-        return REWARD(completions)
-
-
-orms["REWARD_NAME"] = REWARD_CLASS
+# Its __call__ takes **kwargs exactly when the smoke reward does (--reward no-kwargs: it does not).
+orms["REWARD_NAME"] = swift_reward_class(ORM, REWARDS[os.environ.get("REWARD_ENV", "length")], "REWARD_CLASS")
 record("plugin", grpo_compat_active=grpo_compat_state()["active"])  # ours comes first when passed
 
 # When the model starts loading: a run refused before this never loaded it.

@@ -72,6 +72,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="dtype the policy is loaded in; bfloat16 without --set bf16=true: bf16 weights, no fp32 master",
     )
     p.add_argument("--watchdog", choices=("warn", "stop", "off"), help="patched mode: GRPO_COMPAT_WATCHDOG")
+    p.add_argument(
+        "--no-reward-dry-run",
+        dest="reward_dry_run",
+        action="store_false",
+        help="patched mode: GRPO_COMPAT_REWARD_CHECK=0, so a wrong reward count is first seen in training",
+    )
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
         "--model-arch",
@@ -173,6 +179,27 @@ REWARDS = {
 
 def reward_function(args: argparse.Namespace) -> Callable[..., list]:
     return REWARDS[args.reward]
+
+
+def swift_reward_class(base: type, reward: Callable[..., list], name: str = "SmokeLengthReward") -> type:
+    """An ms-swift ORM class (``base``) that scores with ``reward``, as a user writes one.
+
+    Its ``__call__`` takes ``**kwargs`` exactly when the reward does: ``--reward no-kwargs`` is an ORM whose
+    ``__call__(self, completions)`` fails on the keyword arguments swift passes (swift-reward-without-kwargs).
+    """
+    import inspect
+
+    if any(p.kind is p.VAR_KEYWORD for p in inspect.signature(reward).parameters.values()):
+
+        def __call__(self: Any, completions: list, **kwargs: Any) -> list:
+            return reward(completions)
+
+    else:
+
+        def __call__(self: Any, completions: list) -> list:  # type: ignore[misc]
+            return reward(completions)
+
+    return type(name, (base,), {"__call__": __call__})
 
 
 def snapshot(model: Any) -> dict:
@@ -310,6 +337,8 @@ def run_smoke(tag: str, args: argparse.Namespace, train: Callable[[argparse.Name
     result.update(dict.fromkeys(RESULT_FIELDS))
     if args.watchdog:
         os.environ["GRPO_COMPAT_WATCHDOG"] = args.watchdog
+    if not args.reward_dry_run:
+        os.environ["GRPO_COMPAT_REWARD_CHECK"] = "0"
     WatchdogWarnings(result)
     try:
         with tempfile.TemporaryDirectory(prefix=f"{tag}_") as tmp:
