@@ -45,7 +45,9 @@ class UnsupportedCombinationError(GRPOCompatError, RuntimeError):
 
 
 class RewardFunctionError(GRPOCompatError, TypeError):
-    """A reward function the installed trl cannot call or score, found by calling it once before the model loads.
+    """A reward function the installed trl or ms-swift cannot call or score, found before it would fail or mislead.
 
-    A ``TypeError`` subclass, like the errors upstream raises for the same mistakes after the model loaded.
+    Found by calling it once before the model loads (trl) or before the first generation (ms-swift), or at the
+    training step where it returns the wrong number of rewards. A ``TypeError`` subclass, like the errors upstream
+    raises for the same mistakes after the model loaded.
     """
