@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_compat.core.versions import window_problem
+from grpo_compat.matrix import launchers
 from grpo_compat.testing.smoke import free_port
-from matrix import harm_sweep, launchers, upstream_suite
+from matrix import harm_sweep, upstream_suite
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
@@ -57,7 +58,7 @@ class Run:
     kind: str  # the run kinds of the module docstring, e.g. single, zero3-ga8, harm:<variant>, repro:<id>
     mode: str  # plain | patched
     script: str  # key of SCRIPTS
-    launcher: str = "python"  # python | ddp | zero2 | zero3 (matrix/launchers.py command())
+    launcher: str = "python"  # python | ddp | zero2 | zero3 (grpo_compat/matrix/launchers.py command())
     settings: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     expect_error: str | None = None  # regex over the error; None: the run must train
@@ -67,6 +68,7 @@ class Run:
     checks: tuple[str, ...] = ()  # further judge checks of a run that trains (CHECKS, see failed_checks())
     same_as_plain: bool = True  # patched: weights bit-identical to plain (False where a patch corrects the run)
     variant: harm_sweep.Variant | None = None  # a do-no-harm sweep run: launched and judged by matrix/harm_sweep.py
+    group: str | None = None  # the report's heading: a reproducer's catalogue record (None: the training runs)
 
     @property
     def name(self) -> str:
@@ -213,6 +215,7 @@ def _reproducer_runs(versions: dict[str, str | None]) -> list[Run]:
                     expect_error=expect_error,
                     expectation=expectation,
                     checks=reproducer.checks,
+                    group=reproducer.failure,
                 )
             )
     return runs
