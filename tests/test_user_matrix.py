@@ -219,14 +219,20 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     assert init.returncode == 0, init.stderr
     # The user's own script: not one of this project's; two processes under accelerate launch.
     (project / "my_train.py").write_text(USER_SCRIPT)
+    # And a `trl grpo` config with their reward module, local model and data (paths relative to the cells file).
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    build_tiny_qwen2(project / "model", seed=3)
+    (project / "data").mkdir()
+    (project / "data" / "train.jsonl").write_text("".join(f'{{"prompt": "{n} plus {n} is"}}\n' for n in range(8)))
+    (project / "my_rewards.py").write_text(
+        "def digits(completions, **kwargs):\n    return [float(sum(c.isdigit() for c in t)) for t in completions]\n"
+    )
+    (project / "grpo.yaml").write_text(TRL_CONFIG)
     default = load_cells_file(REPO / "matrix" / "cells.toml")
     pinned = default.cells[default.default]
     pins = "".join(f'{name} = "{version}"\n' for name, version in pinned.pins.items())
-    text = (
-        (project / CELLS_NAME)
-        .read_text()
-        .replace("[entries.smoke]", '[entries.mine]\nscript = "my_train.py"\nprocesses = 2\n\n[entries.smoke]')
-    )
+    text = (project / CELLS_NAME).read_text().replace("[entries.smoke]", f"{USER_ENTRIES}\n[entries.smoke]")
     text = text.replace('grpo_compat = "', f'grpo_compat = "{wheel_path}"\n# was: "', 1)
     text += f'\n[cells.pinned]\n{pins}exclude_newer = "{pinned.exclude_newer}"\n'
     (project / CELLS_NAME).write_text(text)
@@ -259,6 +265,8 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     assert record["status"] == "pass" and record["versions"]["trl"] == pinned.pins["trl"]
     outcomes = {r["name"]: (r["status"], r["outcome"]) for r in record["runs"]}
     assert outcomes == {
+        "cli/plain": ("pass", "trained"),
+        "cli/patched": ("pass", "trained; weights identical to the plain run's"),
         "mine/plain": ("pass", "trained"),
         "mine/patched": ("pass", "trained; weights identical to the plain run's"),
         "smoke/plain": ("pass", "trained"),
@@ -273,6 +281,31 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     assert sorted(case.get("name") for case in cases) == sorted(outcomes)
     assert not [case for case in cases if case.find("failure") is not None or case.find("error") is not None]
 
+
+USER_ENTRIES = """\
+[entries.mine]
+script = "my_train.py"
+processes = 2
+
+[entries.cli]
+trl_config = "grpo.yaml"
+"""
+
+TRL_CONFIG = """\
+model_name_or_path: model
+dataset_name: data
+reward_funcs: [my_rewards.digits]
+max_steps: 2
+per_device_train_batch_size: 4
+num_generations: 4
+max_completion_length: 6
+learning_rate: 0.005
+report_to: none
+save_strategy: "no"
+use_cpu: true
+bf16: false
+seed: 1
+"""
 
 USER_SCRIPT = '''\
 """Somebody's GRPO training script: a digit-counting reward, their own prompts, two steps."""
@@ -302,3 +335,60 @@ digest = hashlib.sha256(b"".join(state[k].float().numpy().tobytes() for k in sor
 if trainer.accelerator.is_main_process:
     Path(os.environ["GRPO_COMPAT_MATRIX_RESULT"]).write_text(json.dumps({"weights_sha256": digest}))
 '''
+
+
+SWIFT_PLUGIN = '''\
+"""A user's ms-swift plugin: their reward."""
+import importlib.util
+
+if importlib.util.find_spec("swift.rewards") is not None:  # ms-swift 4.x
+    from swift.rewards import ORM, orms
+else:
+    from swift.plugin import ORM, orms
+
+
+class Digits(ORM):
+    def __call__(self, completions, **kwargs):
+        return [float(sum(c.isdigit() for c in text)) for text in completions]
+
+
+orms["digits"] = Digits
+'''
+
+
+@pytest.mark.slow
+def test_swift_rlhf_arguments_train_plain_and_with_grpo_compats_plugin_next_to_the_users(tmp_path):
+    """A `swift rlhf` entry in an ms-swift 4.x cell, grpo_compat installed from a project folder (this checkout)."""
+    repository = load_cells_file(REPO / "matrix" / "cells.toml").cells["swift-4.6"]
+    pins = "".join(f'{name} = "{version}"\n' for name, version in repository.pins.items())
+    project_dir = tmp_path / "project"
+    project_dir.mkdir()
+    (project_dir / "my_plugin.py").write_text(SWIFT_PLUGIN)
+    rows = [{"messages": [{"role": "user", "content": f"{n} plus {n} is"}]} for n in range(8)]
+    (project_dir / "prompts.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    arguments = ["--rlhf_type", "grpo", "--model", "model", "--model_type", "qwen2", "--template", "qwen2_5"]
+    arguments += ["--tuner_type", "full", "--torch_dtype", "float32", "--check_model", "false"]
+    arguments += ["--dataset", "prompts.jsonl", "--split_dataset_ratio", "0", "--reward_funcs", "digits"]
+    arguments += ["--external_plugins", "my_plugin.py", "--output_dir", "out", "--max_steps", "2"]
+    arguments += ["--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "6"]
+    arguments += ["--save_strategy", "no", "--report_to", "none", "--dataset_num_proc", "1"]
+    path = project_dir / "grpo-matrix.toml"
+    path.write_text(
+        f'grpo_compat = "{REPO}"\n[entries.swift]\nswift_args = {json.dumps(arguments)}\n\n'
+        f"[cells.swift]\n{pins}extra = {json.dumps(list(repository.extra))}\n"
+        f'exclude_newer = "{repository.exclude_newer}"\n'
+    )
+    project = user_project(path, tmp_path / "envs")
+    cell = project.cells.cells["swift"]
+    python = project.envs.ensure(cell)
+    build = "import sys; from grpo_compat.testing.tiny_model import build_tiny_qwen2 as b; b(sys.argv[1], seed=3)"
+    subprocess.run([str(python), "-c", build, str(project_dir / "model")], check=True, timeout=600)
+
+    results = tmp_path / "results"
+    record = runner.run_cell(cell, project, results)
+    outcomes = {run["name"]: (run["status"], run["outcome"]) for run in record["runs"]}
+    assert outcomes == {"swift/plain": ("pass", "exited 0"), "swift/patched": ("pass", "exited 0")}, record
+    patched_log = (results / "swift" / "swift_patched.log").read_text()
+    plugin = subprocess.run([str(python), "-m", "grpo_compat", "plugin-path"], capture_output=True, text=True)
+    assert f"--external_plugins {plugin.stdout.strip()} my_plugin.py" in patched_log
+    assert "--external_plugins my_plugin.py" in (results / "swift" / "swift_plain.log").read_text()

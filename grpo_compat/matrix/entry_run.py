@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import re
@@ -36,7 +37,9 @@ def error_line(tail: list[str], exit_code: int) -> str:
     return (own or named or [f"exited with status {exit_code}"])[-1]
 
 
-def command_line(kind: str, command: list[str], mode: str, processes: int, launcher: str) -> list[str]:
+def command_line(
+    kind: str, command: list[str], mode: str, processes: int, launcher: str, output_dir: Path
+) -> list[str]:
     """The entry's command in this env: its interpreter and tools, its launcher, grpo_compat's plugin if patched."""
     here = Path(sys.executable).parent
     first, rest = command[0], command[1:]
@@ -50,7 +53,13 @@ def command_line(kind: str, command: list[str], mode: str, processes: int, launc
     if kind == "swift_args" and mode == "patched":
         from grpo_compat.swift_plugin import plugin_path
 
-        rest = [*rest, "--external_plugins", str(plugin_path())]
+        if "--external_plugins" in rest:  # the user's plugins stay; grpo_compat's is loaded first
+            at = rest.index("--external_plugins") + 1
+            rest = [*rest[:at], str(plugin_path()), *rest[at:]]
+        else:
+            rest = [*rest, "--external_plugins", str(plugin_path())]
+    if kind == "trl_config":  # each run writes its own model (a config's output_dir would be shared)
+        rest = [*rest, "--output_dir", str(output_dir)]
     if kind == "script" and processes > 1:
         if launcher == "torchrun":
             return [
@@ -84,11 +93,12 @@ def environment(args: argparse.Namespace, result_file: Path) -> dict[str, str]:
 
 def run_entry(args: argparse.Namespace) -> dict:
     args.scratch.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(args.scratch / "output", ignore_errors=True)  # nothing of an earlier run is taken for this one's
     result_file = args.scratch / "entry-result.json"
     result_file.unlink(missing_ok=True)
     record: dict = {"mode": args.mode, "command": args.command}
     try:
-        argv = command_line(args.kind, args.command, args.mode, args.processes, args.launcher)
+        argv = command_line(args.kind, args.command, args.mode, args.processes, args.launcher, args.scratch / "output")
     except FileNotFoundError as error:
         return {**record, "status": "error", "error": str(error), "exit_code": None}
     print("$ " + " ".join(argv), flush=True)
@@ -103,6 +113,12 @@ def run_entry(args: argparse.Namespace) -> dict:
     exit_code = process.wait()
     record.update(status="ok" if exit_code == 0 else "error", exit_code=exit_code, command=argv)
     record["error"] = None if exit_code == 0 else error_line(list(tail), exit_code)
+    saved = sorted((args.scratch / "output").glob("*.safetensors"))
+    if exit_code == 0 and saved:  # `trl grpo` saved the model: a patched run is compared with the plain one
+        digest = hashlib.sha256()
+        for path in saved:
+            digest.update(path.read_bytes())
+        record["weights_sha256"] = digest.hexdigest()
     if result_file.exists():
         try:
             reported = json.loads(result_file.read_text())

@@ -46,12 +46,24 @@ class GrpoCompatSource:
         return "" if self.editable else self.spec
 
     def stamp(self) -> str:
-        """Changes when what is installed from must be installed again: the pyproject, the wheel's bytes."""
+        """Changes when what is installed from must be installed again: an editable checkout's pyproject (its
+        code is live), a wheel's bytes, a folder's sources (copied at install)."""
         path = self.path
         if path is None:
             return self.spec
-        file = path / "pyproject.toml" if path.is_dir() else path
-        return hashlib.sha256(file.read_bytes()).hexdigest()[:12]
+        if path.is_file() or self.editable:
+            return hashlib.sha256((path / "pyproject.toml" if self.editable else path).read_bytes()).hexdigest()[:12]
+        digest = hashlib.sha256()
+        for folder, subfolders, files in os.walk(path):
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in ("build", "__pycache__"))
+            for name in sorted(f for f in files if f.endswith((".py", ".toml"))):
+                info = os.stat(os.path.join(folder, name))
+                digest.update(f"{os.path.join(folder, name)} {info.st_mtime_ns} {info.st_size}\n".encode())
+        return digest.hexdigest()[:12]
+
+    def fresh_build(self) -> list[str]:
+        """uv reuses its build of a folder while the folder's pyproject.toml is unchanged: never for ours."""
+        return [] if self.editable else ["--reinstall-package", "grpo-compat"]
 
     def install_arguments(self, extras: str = "") -> list[str]:
         target = f"{self.spec}[{extras}]" if extras else self.spec
@@ -198,7 +210,7 @@ class CellEnvs:
                 # The wheelhouse's requirements.txt is the whole resolved closure (less a preinstalled torch).
                 sources = ["--offline", "--no-index", "--find-links", str(wheelhouse)]
                 _run([*install, *sources, "--no-deps", "-r", str(wheelhouse / "requirements.txt")], log)
-            _run([*install, *sources, *self.source.install_arguments(extras)], log)
+            _run([*install, *sources, *self.source.fresh_build(), *self.source.install_arguments(extras)], log)
             (env / SOURCE_STAMP).write_text(self.source.stamp())
             (env / ".grpo-compat-env").write_text(f"{cell.fingerprint(self.source.key())} {extras}")
         return python
@@ -210,8 +222,8 @@ class CellEnvs:
             return
         offline = ["--offline", "--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
         install = [*uv_command(), "pip", "install", "--python", str(env / "bin" / "python"), *offline, "--no-deps"]
-        reinstall = [] if self.source.editable else ["--reinstall-package", "grpo-compat"]
-        _run([*install, *reinstall, *self.source.install_arguments(extras)], self._scratch() / f"{env.name}.log")
+        arguments = [*install, *self.source.fresh_build(), *self.source.install_arguments(extras)]
+        _run(arguments, self._scratch() / f"{env.name}.log")
         (env / SOURCE_STAMP).write_text(stamp)
 
     def fill_wheelhouse(self, cell: Cell, out: Path, preinstalled_torch: str | None = None) -> Path:
