@@ -17,6 +17,7 @@ from pathlib import Path
 
 from grpo_compat.core.versions import window_problem
 from grpo_compat.matrix import launchers
+from grpo_compat.matrix.project import NamedRun
 from grpo_compat.testing.smoke import free_port
 from matrix import harm_sweep, upstream_suite
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
@@ -54,7 +55,7 @@ UPSTREAM_SUITE = MATRIX / "upstream_suite.py"
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(NamedRun):
     kind: str  # the run kinds of the module docstring, e.g. single, zero3-ga8, harm:<variant>, repro:<id>
     mode: str  # plain | patched
     script: str  # key of SCRIPTS
@@ -69,14 +70,6 @@ class Run:
     same_as_plain: bool = True  # patched: weights bit-identical to plain (False where a patch corrects the run)
     variant: harm_sweep.Variant | None = None  # a do-no-harm sweep run: launched and judged by matrix/harm_sweep.py
     group: str | None = None  # the report's heading: a reproducer's catalogue record (None: the training runs)
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}/{self.mode}"
-
-    @property
-    def slug(self) -> str:
-        return re.sub(r"[^\w.-]+", "_", self.name)
 
 
 # Measured here: with torch 2.13 on CPU, ZeRO-3 of DeepSpeed 0.16.5 to 0.19.0 hands some small

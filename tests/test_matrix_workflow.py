@@ -109,3 +109,20 @@ def test_a_users_workflow_runs_their_cells_file_nightly_and_keeps_junit(tmp_path
     assert "--junit results/junit-${{ matrix.cell }}.xml" in cpu
     assert "grpo-compat matrix report --cells-file ci/grpo-matrix.toml --results results/" in job_block(text, "report")
     assert "hashFiles('ci/grpo-matrix.toml')" in cpu
+
+
+def test_a_users_workflow_installs_the_wheel_their_cells_file_names(tmp_path: Path) -> None:
+    from grpo_compat.matrix.cli import main as matrix_main
+
+    (tmp_path / "ci" / "dist").mkdir(parents=True)
+    (tmp_path / "ci" / "dist" / "grpo_compat-0.1.0-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "ci" / "train.py").write_text("")
+    (tmp_path / "ci" / "cells.toml").write_text(
+        'grpo_compat = "dist/grpo_compat-0.1.0-py3-none-any.whl"\n[entries.train]\nscript = "train.py"\n'
+        '[cells.a]\ntorch = "2.13.0"\n'
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert matrix_main(["workflow", "--cells-file", "ci/cells.toml"]) == 0
+    text = (tmp_path / ".github" / "workflows" / "grpo-matrix.yml").read_text()
+    assert "python -m pip install ci/dist/grpo_compat-0.1.0-py3-none-any.whl" in job_block(text, "cpu")

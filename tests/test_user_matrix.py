@@ -389,6 +389,11 @@ def test_swift_rlhf_arguments_train_plain_and_with_grpo_compats_plugin_next_to_t
     outcomes = {run["name"]: (run["status"], run["outcome"]) for run in record["runs"]}
     assert outcomes == {"swift/plain": ("pass", "exited 0"), "swift/patched": ("pass", "exited 0")}, record
     patched_log = (results / "swift" / "swift_patched.log").read_text()
-    plugin = subprocess.run([str(python), "-m", "grpo_compat", "plugin-path"], capture_output=True, text=True)
-    assert f"--external_plugins {plugin.stdout.strip()} my_plugin.py" in patched_log
-    assert "--external_plugins my_plugin.py" in (results / "swift" / "swift_plain.log").read_text()
+    plugin = subprocess.run(
+        [str(python), "-m", "grpo_compat", "plugin-path"], capture_output=True, text=True, cwd=tmp_path
+    ).stdout.strip()
+    assert plugin.startswith(str(tmp_path / "envs"))  # the cell env's grpo_compat, installed from the folder
+    assert f"--external_plugins {plugin} my_plugin.py" in patched_log
+    assert "[grpo_compat] INFO applied swift.reward-names-check" in patched_log
+    plain_log = (results / "swift" / "swift_plain.log").read_text()
+    assert "--external_plugins my_plugin.py" in plain_log and "[grpo_compat]" not in plain_log

@@ -8,6 +8,7 @@ package never imports anything from a checkout).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -91,7 +92,10 @@ def _workflow(args: argparse.Namespace, project: MatrixProject) -> int:
 
     if args.cells_file:
         cells_file = Path(args.cells_file)
-        install = f"pip install {project.envs.source.spec}" if project.envs.source.path is None else "pip install ."
+        # The job installs, from the repository's root, what the cells file names (relative to itself).
+        spec = project.cells.grpo_compat or project.envs.source.spec
+        local = cells_file.parent / spec
+        install = f"pip install {shlex.quote(local.as_posix() if local.exists() else spec)}"
         flavour = workflow.user_flavour(cells_file.as_posix(), install)
         target = Path(args.output or ".github/workflows/grpo-matrix.yml")
     else:

@@ -22,11 +22,11 @@ when it exits 0; a script that writes a JSON object to $GRPO_COMPAT_MATRIX_RESUL
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpo_compat.matrix.cells import CellsFile, CellsFileError
+from grpo_compat.matrix.project import NamedRun
 
 MODES = ("plain", "patched")
 LAUNCHERS = ("accelerate", "torchrun")
@@ -50,7 +50,7 @@ def default_source() -> str:
 
 
 @dataclass(frozen=True)
-class EntryRun:
+class EntryRun(NamedRun):
     """One run of an entry in one mode (the runner's run interface)."""
 
     kind: str  # the entry's name
@@ -65,14 +65,6 @@ class EntryRun:
     skip: str | None = None
     group: str | None = None
     environment: tuple[tuple[str, str], ...] = field(default=())
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}/{self.mode}"
-
-    @property
-    def slug(self) -> str:
-        return re.sub(r"[^\w.-]+", "_", self.name)
 
 
 def _entry_runs(name: str, table: dict, where: str, folder: Path) -> list[EntryRun]:

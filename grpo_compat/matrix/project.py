@@ -8,12 +8,28 @@ Two kinds of project go through the same runner (grpo_compat.matrix.runner):
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from grpo_compat.matrix.cells import CellsFile, load_cells_file
 from grpo_compat.matrix.envs import CellEnvs, GrpoCompatSource
+
+
+class NamedRun:
+    """The name and file-safe slug of a run with ``kind`` and ``mode`` (a base of each plan's run dataclass)."""
+
+    kind: str
+    mode: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}/{self.mode}"
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^\w.-]+", "_", self.name)
 
 
 class Plan(Protocol):
