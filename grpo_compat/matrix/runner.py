@@ -125,7 +125,7 @@ def execute(
         exit_code=process.returncode,
         loss=result.get("final_loss"),
         kl=result.get("kl"),
-        weights_changed=result.get("all_trainable_params_changed"),
+        weights_changed=result.get("all_trainable_params_changed", result.get("weights_changed")),
         weights_sha256=result.get("weights_sha256"),
         wall_time_s=round(time.monotonic() - started, 1),
     )
