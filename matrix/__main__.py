@@ -1,5 +1,8 @@
+"""`python -m matrix`: this repository's matrix through the package's command line (grpo-compat matrix)."""
+
 import sys
 
-from matrix.cli import main
+from grpo_compat.matrix.cli import main
+from matrix.project import repository_project
 
-sys.exit(main())
+sys.exit(main(sys.argv[1:], repository=repository_project))

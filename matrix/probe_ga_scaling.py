@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grpo_compat.matrix.launchers import command, smoke_arguments
 from grpo_compat.testing.smoke import parse_args, run_smoke
-from matrix.launchers import command, smoke_arguments
 
 PATCH = "trl.deepspeed-gas-double-scaling"
 SMOKE_SCRIPT = Path(__file__).resolve().parent / "smoke_grpo.py"

@@ -16,8 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grpo_compat.core.versions import window_problem
+from grpo_compat.matrix import launchers
+from grpo_compat.matrix.project import NamedRun
 from grpo_compat.testing.smoke import free_port
-from matrix import harm_sweep, launchers, upstream_suite
+from matrix import harm_sweep, upstream_suite
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
@@ -53,11 +55,11 @@ UPSTREAM_SUITE = MATRIX / "upstream_suite.py"
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(NamedRun):
     kind: str  # the run kinds of the module docstring, e.g. single, zero3-ga8, harm:<variant>, repro:<id>
     mode: str  # plain | patched
     script: str  # key of SCRIPTS
-    launcher: str = "python"  # python | ddp | zero2 | zero3 (matrix/launchers.py command())
+    launcher: str = "python"  # python | ddp | zero2 | zero3 (grpo_compat/matrix/launchers.py command())
     settings: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     expect_error: str | None = None  # regex over the error; None: the run must train
@@ -67,14 +69,7 @@ class Run:
     checks: tuple[str, ...] = ()  # further judge checks of a run that trains (CHECKS, see failed_checks())
     same_as_plain: bool = True  # patched: weights bit-identical to plain (False where a patch corrects the run)
     variant: harm_sweep.Variant | None = None  # a do-no-harm sweep run: launched and judged by matrix/harm_sweep.py
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}/{self.mode}"
-
-    @property
-    def slug(self) -> str:
-        return re.sub(r"[^\w.-]+", "_", self.name)
+    group: str | None = None  # the report's heading: a reproducer's catalogue record (None: the training runs)
 
 
 # Measured here: with torch 2.13 on CPU, ZeRO-3 of DeepSpeed 0.16.5 to 0.19.0 hands some small
@@ -213,6 +208,7 @@ def _reproducer_runs(versions: dict[str, str | None]) -> list[Run]:
                     expect_error=expect_error,
                     expectation=expectation,
                     checks=reproducer.checks,
+                    group=reproducer.failure,
                 )
             )
     return runs

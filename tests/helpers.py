@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 from grpo_compat.core.registry import Patch, Target
@@ -48,13 +49,13 @@ def run_script(python: str, script: str, *args: str, timeout: int = 900) -> subp
 def cell_python(name: str) -> str:
     """The interpreter of a matrix cell: the default cell is the env the tests run in, others get their own."""
     from grpo_compat.core.versions import installed_version
-    from matrix.envs import ensure_env, load_cells
+    from matrix.project import ENVS, cells_file
 
-    cells, default = load_cells()
-    cell = cells[name]
-    if name == default and all(installed_version(d) == v for d, v in cell.pins.items() if d != "torch"):
+    cells = cells_file()
+    cell = cells.cells[name]
+    if name == cells.default and all(installed_version(d) == v for d, v in cell.pins.items() if d != "torch"):
         return sys.executable
-    return str(ensure_env(cell))
+    return str(ENVS.ensure(cell))
 
 
 def smoke(
@@ -71,19 +72,20 @@ def smoke(
 
 def reproducer_results(cell_name: str, patch_id: str, folder: Path) -> dict[str, tuple[dict, dict]]:
     """Run the matrix's reproducer runs of ``patch_id`` in the cell: {mode: (matrix record, result JSON)}."""
-    from matrix import runner
-    from matrix.envs import load_cells
+    from grpo_compat.matrix import runner
+    from matrix.project import cells_file, repository_project
     from matrix.reproducers import REPRODUCERS
     from matrix.runs import planned_runs
 
-    cell = load_cells()[0][cell_name]
+    project = replace(repository_project(), models=folder)  # the runs build their tiny model in folder/<cell>
+    cell = cells_file().cells[cell_name]
     python = Path(cell_python(cell_name))
-    versions = runner.installed_versions_in(python, cell)
+    versions = runner.installed_versions_in(python, cell, project)
     runs = [run for run in planned_runs(versions, cell.device) if run.kind.startswith("repro:")]
     ids = {f"repro:{r.id}" for r in REPRODUCERS if r.patch == patch_id}
     results = {}
     for run in (run for run in runs if run.kind in ids):
-        results[run.mode] = runner.execute(run, python, cell, folder, folder / "tiny-model", None)
+        results[run.mode] = runner.execute(run, python, cell, folder, project, None)
     assert set(results) == {"plain", "patched"}, f"no reproducer of {patch_id} is planned in {cell_name}"
     return results
 

@@ -157,18 +157,20 @@ def test_doctor_and_plugin_path_on_any_arguments(command, extra):
 
 
 @FUZZ
-@given(action=st.sampled_from(["run", "report", "workflow", "nope", ""]), extra=TOKENS)
+@given(action=st.sampled_from(["run", "report", "workflow", "init", "nope", ""]), extra=TOKENS)
 def test_matrix_on_any_arguments(monkeypatch, files, action, extra):
-    import matrix.cli
-    import matrix.runner
+    import grpo_compat.matrix.cli as matrix_cli
+    import grpo_compat.matrix.runner as matrix_runner
+    from matrix.project import repository_project
 
-    # A command line that is valid starts no matrix here: only the argument handling is under test.
-    monkeypatch.setattr(matrix.runner, "run_matrix", lambda *args, **kwargs: 0)
-    monkeypatch.setattr(matrix.cli, "_workflow", lambda args: 0)
+    # A command line that is valid starts no matrix and writes nothing here: only the argument handling is under test.
+    monkeypatch.setattr(matrix_runner, "run_matrix", lambda *args, **kwargs: 0)
+    monkeypatch.setattr(matrix_cli, "_workflow", lambda args, project: 0)
+    monkeypatch.setattr(matrix_cli, "_init", lambda args: 0)
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
-            code = matrix.cli.main([action, *extra] if action else extra)
+            code = matrix_cli.main([action, *extra] if action else extra, repository=repository_project)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 2
     assert code in (0, 1, 2) and "Traceback" not in err.getvalue()

@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from matrix import report
+from grpo_compat.matrix import report
+from grpo_compat.matrix.cli import main as matrix_main
+from matrix.project import cells_file
+from matrix.reproducers import REPRODUCERS
+
+CELLS_ORDER = {name: cell.index for name, cell in cells_file().cells.items()}  # the runner writes it
 
 EVIL_OUTCOME = 'RuntimeError: <lambda> | "x"'
 EVIL_ERROR = 'Traceback (most recent call last):\n  File "x.py", line 1\n<script>alert("pwned")</script> & \'quoted\''
@@ -39,6 +44,7 @@ def run(name: str, status: str = "pass", **fields: Any) -> dict[str, Any]:
 def cell(name: str, status: str, runs: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
     base = {
         "cell": name,
+        "order": CELLS_ORDER.get(name),
         "description": f"{name} <description>",
         "device": "cpu",
         "pins": {"torch": "2.13.0", "trl": "0.16.1", "transformers": "4.51.3"},
@@ -160,11 +166,12 @@ def parse(page: str) -> Grid:
     return grid
 
 
-CELL_ORDER = ["trl-0.16", "trl-0.19", "trl-0.23", "trl-1.9", "trl-1.16", "swift-3.5", "zz-unknown"]
+# In cells-file order (the "order" the runner writes); a corrupt file and an unknown cell go last, by name.
+CELL_ORDER = ["trl-0.16", "trl-0.19", "trl-0.23", "trl-1.16", "swift-3.5", "trl-1.9", "zz-unknown"]
 KIND_ROWS = ["single", "ddp", "zero2", "swift", "KF-2"]
 
 
-def test_load_results_orders_by_cells_toml_and_keeps_corrupt_files(results_dir: Path) -> None:
+def test_load_results_orders_by_the_cells_file_and_keeps_corrupt_files_last(results_dir: Path) -> None:
     results = report.load_results(results_dir)
     names = [cell["cell"] for cell in results]
     assert names == CELL_ORDER
@@ -184,7 +191,8 @@ def test_run_kinds_have_a_stable_order_training_runs_first_then_reproducers_by_f
         "repro:KF-10/plain",
     ]
     results = report.load_results(results_dir)
-    results[0]["runs"].append(run("repro:liger-loss-type/plain"))  # a reproducer of this project: its failure
+    failure = "liger-loss-type-missing"  # the runner writes a reproducer's catalogue record as its group
+    results[0]["runs"].append(run("repro:liger-loss-type/plain", group=failure))
     assert report.grid_groups(results) == [
         ("Training runs", ["single", "ddp", "zero2", "swift"]),
         ("Reproducers: other", ["repro:KF-2"]),
@@ -248,7 +256,8 @@ def test_html_grid_has_cells_as_columns_and_each_square_shows_plain_and_patched(
 def twelve_cells(folder: Path) -> Path:
     """12 cells with this project's longest version lists and every run kind of a full matrix run."""
     kinds = ["single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "swift", "swift-cli", "swift-cli-2proc"]
-    kinds += [f"repro:{reproducer}" for reproducer in report.reproducer_failures()][:40]
+    kinds += [f"repro:{reproducer.id}" for reproducer in REPRODUCERS][:40]
+    groups = {f"repro:{reproducer.id}": reproducer.failure for reproducer in REPRODUCERS}
     versions = {
         "torch": "2.13.0+cpu",
         "transformers": "4.52.4",
@@ -261,7 +270,7 @@ def twelve_cells(folder: Path) -> Path:
     }
     for index in range(12):
         runs = [
-            run(f"{kind}/{mode}", ("pass", "fail", "timeout")[(index + n) % 3])
+            run(f"{kind}/{mode}", ("pass", "fail", "timeout")[(index + n) % 3], group=groups.get(kind))
             for n, kind in enumerate(kinds)
             for mode in ("plain", "patched")
         ]
@@ -325,11 +334,9 @@ def test_junit_has_a_suite_per_cell_and_a_case_per_run_with_failures_ci_systems_
 
 
 def test_write_reports_and_cli(results_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert report.main([str(results_dir)]) == 0
+    assert matrix_main(["report", "--results", str(results_dir)]) == 0
     md_path, html_path = results_dir / "summary.md", results_dir / "report.html"
     assert capsys.readouterr().out.split() == [str(md_path), str(html_path)]
-    from matrix.cli import main as matrix_main
-
     junit = results_dir / "ci" / "matrix.xml"
     assert matrix_main(["report", "--results", str(results_dir), "--junit", str(junit)]) == 0
     assert capsys.readouterr().out.split()[-1] == str(junit) and junit.read_text().startswith("<?xml")

@@ -8,19 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from matrix import runner, runs
-from matrix.envs import Cell, load_cells, quick_cells
+from grpo_compat.matrix import runner
+from grpo_compat.matrix.cells import Cell
+from matrix import runs
+from matrix.project import cells_file, repository_project
 from matrix.runs import Run, judge, planned_runs
 
 CELL = Cell(name="local", pins={"torch": "2.13.0"})
+PROJECT = repository_project()
 
 
 @pytest.mark.slow
 def test_unsatisfiable_pins_make_an_error_cell_with_the_reason(tmp_path):
     broken = Cell(name="broken-pins", pins={"torch": "2.13.0", "trl": "0.0.999"})
-    record = runner.run_cell(broken, tmp_path)
+    record = runner.run_cell(broken, PROJECT, tmp_path)
     assert record["status"] == "error"
     assert record["reason"].startswith("env build failed")
+    assert "trl==0.0.999" in record["reason"]  # uv's own reason, not the command it ran
     assert "trl==0.0.999" in record["env"]["error"]
     assert json.loads((tmp_path / "broken-pins.json").read_text())["status"] == "error"
 
@@ -37,7 +41,7 @@ def fake_script(tmp_path, monkeypatch):
 
 def run_fake(tmp_path: Path, **options) -> dict:
     run = Run("single", "plain", "fake", **options)
-    return runner.execute(run, Path(sys.executable), CELL, tmp_path, tmp_path / "model", None)[0]
+    return runner.execute(run, Path(sys.executable), CELL, tmp_path, PROJECT, None)[0]
 
 
 def test_a_script_that_crashes_is_a_failed_run_with_its_output(fake_script, tmp_path):
@@ -59,9 +63,10 @@ def test_a_runner_crash_is_the_cells_result_and_the_json_is_written(tmp_path, mo
     def explode(*args, **kwargs):
         raise KeyError("no such run kind")
 
-    monkeypatch.setattr(runner, "planned_runs", explode)
-    cells, default = load_cells()
-    record = runner.run_cell(cells[default], tmp_path)
+    monkeypatch.setattr(runs, "planned_runs", explode)
+    cells = cells_file()
+    default = cells.default
+    record = runner.run_cell(cells.cells[default], PROJECT, tmp_path)
     assert record["status"] == "error"
     assert "runner crashed: KeyError" in record["reason"]
     assert json.loads((tmp_path / f"{default}.json").read_text())["reason"] == record["reason"]
@@ -85,7 +90,7 @@ def test_weights_corrupted_at_load_fail_the_run_even_when_it_trains():
 
 def test_a_skipped_run_is_reported_with_its_reason_and_not_started(tmp_path):
     outcome, result = runner.execute(
-        Run("zero3", "plain", "grpo", skip="why not"), Path("/nonexistent/python"), CELL, tmp_path, tmp_path, None
+        Run("zero3", "plain", "grpo", skip="why not"), Path("/nonexistent/python"), CELL, tmp_path, PROJECT, None
     )
     assert result == {}
     assert (outcome["status"], outcome["outcome"]) == ("skipped", "why not")
@@ -141,9 +146,9 @@ def test_a_version_skew_cell_runs_its_smoke_kinds_against_the_skew_and_only_its_
 
 
 def test_quick_cells_exist_and_include_the_newest_and_trl_0_16():
-    cells, default = load_cells()
-    assert set(quick_cells()) <= set(cells)
-    assert {default, "trl-0.16"} <= set(quick_cells())
+    cells = cells_file()
+    assert set(cells.quick) <= set(cells.cells)
+    assert {cells.default, "trl-0.16"} <= set(cells.quick)
 
 
 def test_cli_names_unknown_cells_and_lists_the_valid_ones():
@@ -153,8 +158,8 @@ def test_cli_names_unknown_cells_and_lists_the_valid_ones():
         [sys.executable, "-m", "grpo_compat", "matrix", "run", "--cells", "trl-9.99"], capture_output=True, text=True
     )
     assert result.returncode != 0
-    assert "unknown cell(s) trl-9.99; cells: " in result.stderr
-    assert "trl-0.16, " in result.stderr.split("cells: ", 1)[1]
+    assert "unknown cell(s) trl-9.99; " in result.stderr and "cells.toml has " in result.stderr
+    assert "trl-0.16, " in result.stderr.split(" has ", 1)[1]
     assert "Traceback" not in result.stderr
 
 
@@ -181,20 +186,21 @@ def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
     import shutil
     import subprocess
 
-    from matrix.envs import REPO, fill_wheelhouse
+    from matrix.project import ENVS, REPO
 
     cell = Cell(name="offline-check", pins={"torch": "preinstalled"}, exclude_newer="2026-11-01")
-    wheelhouse = fill_wheelhouse(cell, tmp_path / "wheels", preinstalled_torch="2.13.0")
+    wheelhouse = ENVS.fill_wheelhouse(cell, tmp_path / "wheels", preinstalled_torch="2.13.0")
     assert not list(wheelhouse.glob("torch-*.whl"))
     no_network = (
         ["unshare", "-n"]
         if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"]).returncode == 0
         else []
     )
-    # `envs.py ensure` takes cells from cells.toml; this ad-hoc cell is built through the module.
+    # `project.py ensure` takes cells from cells.toml; this ad-hoc cell is built through the module.
     code = (
-        "import sys; from pathlib import Path; from matrix.envs import Cell, ensure_env; "
-        f"print(ensure_env(Cell(name='offline-check', pins={{'torch': 'preinstalled'}}, exclude_newer='2026-11-01'), "
+        "import sys; from pathlib import Path; from grpo_compat.matrix.cells import Cell; "
+        "from matrix.project import ENVS; "
+        f"print(ENVS.ensure(Cell(name='offline-check', pins={{'torch': 'preinstalled'}}, exclude_newer='2026-11-01'), "
         f"Path({str(tmp_path / 'env')!r}), wheelhouse=Path({str(wheelhouse)!r})))"
     )
     command = [*no_network, sys.executable, "-c", code]

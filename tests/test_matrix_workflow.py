@@ -1,4 +1,4 @@
-"""The CI workflow is generated from matrix/cells.toml, and the committed file is current."""
+"""The CI workflows are generated from cells files: this repository's is current, a user's runs their matrix."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from matrix import workflow
-from matrix.envs import load_cells
+from grpo_compat.matrix import workflow
+from grpo_compat.matrix.cells import load_cells_file
+from matrix.project import cells_file, repository_project
+
+WORKFLOW_FILE = repository_project().workflow_file
+
+
+def render(cells=None) -> str:
+    return workflow.render_workflow(cells or cells_file())
 
 
 def job_block(text: str, job: str) -> str:
@@ -27,13 +34,13 @@ def matrix_cells(block: str) -> list[str]:
 
 
 def test_committed_workflow_is_current() -> None:
-    assert workflow.WORKFLOW_FILE.read_text() == workflow.render_workflow(), "stale: run `grpo-compat matrix workflow`"
-    assert workflow.check() == ""
+    assert WORKFLOW_FILE.read_text() == render(), "stale: run `grpo-compat matrix workflow`"
+    assert workflow.stale_diff(WORKFLOW_FILE, render()) == ""
 
 
 def test_every_cell_runs_in_its_job() -> None:
-    cells, _ = load_cells()
-    text = workflow.render_workflow()
+    cells = cells_file().cells
+    text = render()
     cpu = [name for name, cell in cells.items() if cell.device == "cpu"]
     gpu = [name for name, cell in cells.items() if cell.device == "cuda"]
     assert cpu and gpu
@@ -52,25 +59,70 @@ def test_every_cell_runs_in_its_job() -> None:
 
 def test_workflow_is_valid_yaml() -> None:
     yaml = pytest.importorskip("yaml")
-    data = yaml.safe_load(workflow.render_workflow())
+    data = yaml.safe_load(render())
     triggers = data.get("on", data.get(True))  # YAML 1.1 reads a bare `on` as true
     assert "pull_request" in triggers
-    assert data["jobs"]["cpu"]["strategy"]["matrix"]["cell"] == matrix_cells(
-        job_block(workflow.render_workflow(), "cpu")
-    )
+    assert data["jobs"]["cpu"]["strategy"]["matrix"]["cell"] == matrix_cells(job_block(render(), "cpu"))
     assert data["jobs"]["cpu"]["steps"][1]["with"]["python-version"] == "3.11"
 
 
 def test_check_reports_a_stale_file(tmp_path: Path) -> None:
     stale = tmp_path / "matrix.yml"
-    stale.write_text(workflow.render_workflow().replace('"trl-0.16"', '"trl-0.15"'))
-    diff = workflow.check(stale)
+    stale.write_text(render().replace('"trl-0.16"', '"trl-0.15"'))
+    diff = workflow.stale_diff(stale, render())
     assert '-          - "trl-0.15"' in diff and '+          - "trl-0.16"' in diff
 
 
 def test_cells_without_gpu_cells_get_no_gpu_job(tmp_path: Path) -> None:
-    cells_file = tmp_path / "cells.toml"
-    cells_file.write_text('default_cell = "a"\n[cells.a]\ntorch = "2.13.0"\n[cells."1.16"]\ntorch = "2.13.0"\n')
-    text = workflow.render_workflow(cells_file)
+    path = tmp_path / "cells.toml"
+    path.write_text('default_cell = "a"\n[cells.a]\ntorch = "2.13.0"\n[cells."1.16"]\ntorch = "2.13.0"\n')
+    text = render(load_cells_file(path))
     assert "\n  gpu:\n" not in text
     assert matrix_cells(job_block(text, "cpu")) == ["a", "1.16"]
+
+
+def test_a_users_workflow_runs_their_cells_file_nightly_and_keeps_junit(tmp_path: Path) -> None:
+    from grpo_compat.matrix.cli import main as matrix_main
+
+    yaml = pytest.importorskip("yaml")
+    folder = tmp_path / "ci"
+    folder.mkdir()
+    (folder / "train.py").write_text("")
+    (folder / "grpo-matrix.toml").write_text(
+        'grpo_compat = "grpo-compat==0.1.0"\n[entries.train]\nscript = "train.py"\n'
+        '[cells.pinned]\ntorch = "2.13.0"\ntrl = "1.16.0"\n[cells.newest]\ntorch = "2.13.0"\ntrl = "newest"\n'
+    )
+    output = tmp_path / "workflows" / "grpo-matrix.yml"
+    arguments = ["workflow", "--cells-file", "ci/grpo-matrix.toml", "--output", str(output)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert matrix_main(arguments) == 0
+        assert matrix_main([*arguments, "--check"]) == 0
+    text = output.read_text()
+    data = yaml.safe_load(text)
+    triggers = data.get("on", data.get(True))
+    assert triggers["schedule"][0]["cron"] and "pull_request" in triggers
+    cpu = job_block(text, "cpu")
+    assert matrix_cells(cpu) == ["pinned", "newest"]
+    assert "python -m pip install grpo-compat==0.1.0" in cpu and "--editable" not in text
+    assert "grpo-compat matrix run --cells-file ci/grpo-matrix.toml --cells ${{ matrix.cell }}" in cpu
+    assert "--junit results/junit-${{ matrix.cell }}.xml" in cpu
+    assert "grpo-compat matrix report --cells-file ci/grpo-matrix.toml --results results/" in job_block(text, "report")
+    assert "hashFiles('ci/grpo-matrix.toml')" in cpu
+
+
+def test_a_users_workflow_installs_the_wheel_their_cells_file_names(tmp_path: Path) -> None:
+    from grpo_compat.matrix.cli import main as matrix_main
+
+    (tmp_path / "ci" / "dist").mkdir(parents=True)
+    (tmp_path / "ci" / "dist" / "grpo_compat-0.1.0-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "ci" / "train.py").write_text("")
+    (tmp_path / "ci" / "cells.toml").write_text(
+        'grpo_compat = "dist/grpo_compat-0.1.0-py3-none-any.whl"\n[entries.train]\nscript = "train.py"\n'
+        '[cells.a]\ntorch = "2.13.0"\n'
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        assert matrix_main(["workflow", "--cells-file", "ci/cells.toml"]) == 0
+    text = (tmp_path / ".github" / "workflows" / "grpo-matrix.yml").read_text()
+    assert "python -m pip install ci/dist/grpo_compat-0.1.0-py3-none-any.whl" in job_block(text, "cpu")

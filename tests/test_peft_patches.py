@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from matrix import runner
-from matrix.envs import load_cells
+from grpo_compat.matrix import runner
+from matrix.project import cells_file, repository_project
 from matrix.reproducers import REPRODUCERS
 from matrix.runs import Run
 from tests.helpers import cell_python, reproducer_results
@@ -108,11 +109,12 @@ def test_deepspeed_8148_is_feature_detected_in_deepspeed_0_19_8():
 
 
 def test_asked_non_reentrant_checkpointing_is_overridden_with_a_warning_and_trains(tmp_path):
-    cell = load_cells()[0]["trl-0.29-peft-zero3"]
+    cell = cells_file().cells["trl-0.29-peft-zero3"]
     reproducer = next(r for r in REPRODUCERS if r.patch == "trl.peft-zero3-reentrant")
     asked = 'gradient_checkpointing_kwargs={"use_reentrant": false}'
     run = Run("asked-non-reentrant", "patched", "grpo", "zero3", (*reproducer.settings, asked), reproducer.flags)
-    record, _ = runner.execute(run, Path(cell_python(cell.name)), cell, tmp_path, tmp_path / "tiny-model", None)
+    project = replace(repository_project(), models=tmp_path)
+    record, _ = runner.execute(run, Path(cell_python(cell.name)), cell, tmp_path, project, None)
     assert record["status"] == "pass", record
     assert record["weights_changed"] is True
     log = (tmp_path / f"{run.slug}.log").read_text()

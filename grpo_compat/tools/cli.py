@@ -84,20 +84,19 @@ def _plugin_path(args: argparse.Namespace) -> int:
 
 
 def _matrix(matrix_arguments: list[str]) -> int:
-    """Hands over to the matrix of a grpo_compat checkout (its matrix/ folder is not part of the package)."""
+    """A user's matrix (--cells-file, init) runs here; this project's own hands over to its checkout's matrix/."""
     import os
     import subprocess
 
     import grpo_compat
+    from grpo_compat.matrix.cli import main as matrix_main
 
     repo = Path(grpo_compat.__file__).resolve().parent.parent
-    if not (repo / "matrix" / "cells.toml").exists():
-        print(
-            "grpo-compat matrix: runs from a grpo_compat source checkout (matrix/cells.toml not found next to "
-            f"{repo}). Clone the repository and `pip install -e .` it.",
-            file=sys.stderr,
-        )
-        return 2
+    users = matrix_arguments[:1] == ["init"] or any(
+        arg == "--cells-file" or arg.startswith("--cells-file=") for arg in matrix_arguments
+    )
+    if users or not (repo / "matrix" / "cells.toml").exists():
+        return matrix_main(matrix_arguments)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
     try:
@@ -159,7 +158,7 @@ def build_parser() -> ArgumentParser:
     plugin.set_defaults(run=_plugin_path)
     matrix = commands.add_parser(
         "matrix",
-        help="the version matrix, from a source checkout: run | report | workflow (grpo-compat matrix --help)",
+        help="the version matrix of your cells and entry points: init | run | report | workflow (matrix --help)",
         add_help=False,
     )
     matrix.add_argument("matrix_arguments", nargs=argparse.REMAINDER)  # main() hands them over before parsing

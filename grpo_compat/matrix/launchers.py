@@ -1,7 +1,8 @@
 """How the matrix starts a script in 1 or 2 processes: python, DDP (gloo on CPU), DeepSpeed ZeRO-2 / ZeRO-3.
 
-Shared by the runner's planned runs (matrix/runs.py) and the probes that launch smoke runs themselves
-(matrix/probe_ga_scaling.py); it imports nothing from the rest of the matrix.
+Shared by this repository's planned runs (matrix/runs.py), the probes that launch smoke runs themselves
+(matrix/probe_ga_scaling.py) and a user's entries (grpo_compat.matrix.entry_run); it imports nothing from the
+rest of the matrix.
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def deepspeed_config(stage: int, folder: Path) -> Path:
     return path
 
 
+def accelerate_launch(python: Path, processes: int) -> list[str]:
+    """`accelerate launch` of ``processes`` processes on this machine, without asking accelerate's config.
+
+    Add ``--multi_gpu`` for plain data parallel: on CPU it starts gloo processes (``--cpu`` would start one).
+    """
+    launch = [str(python.parent / "accelerate"), "launch", "--num_processes", str(processes), "--num_machines", "1"]
+    return [*launch, "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+
+
 def command(launcher: str, python: Path, script: list[str], scratch: Path) -> list[str]:
     """The command line that starts ``script`` (smoke_arguments) with the cell's ``python``.
 
@@ -49,10 +59,8 @@ def command(launcher: str, python: Path, script: list[str], scratch: Path) -> li
     """
     if launcher == "python":
         return [str(python), *script]
-    launch = [str(python.parent / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1"]
-    launch += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    launch = accelerate_launch(python, 2)
     if launcher == "ddp":
-        # --multi_gpu falls back to gloo CPU processes; --cpu would start only one process.
         return [*launch, "--multi_gpu", *script]
     stage = int(launcher.removeprefix("zero"))
     return [*launch, "--use_deepspeed", "--deepspeed_config_file", str(deepspeed_config(stage, scratch)), *script]

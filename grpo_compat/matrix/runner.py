@@ -1,8 +1,9 @@
-"""Run the matrix: build each cell's env, run its smoke runs and reproducers, write results.
+"""Run a matrix project: build each cell's env, run the runs its plan gives, judge them, write results.
 
-    grpo-compat matrix run [--cells a,b | --quick] [--device cpu|cuda] [--jobs N] [--results DIR]
+    grpo-compat matrix run [--cells-file FILE] [--cells a,b | --quick] [--device cpu|cuda] [--jobs N] [--results DIR]
 
-One JSON per cell (``<results>/<cell>.json``, rewritten after every run so an interrupted matrix
+The one runner of both kinds of project (grpo_compat.matrix.project): this repository's matrix and a
+user's. One JSON per cell (``<results>/<cell>.json``, rewritten after every run so an interrupted matrix
 still shows what it did), each run's own output under ``<results>/<cell>/``, then ``summary.md``
 and ``report.html``. A cell that fails, cannot build its env, or crashes the runner is written as
 such; the other cells go on.
@@ -21,13 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
-from matrix.envs import ENVS_DIR, Cell, EnvBuildError, ensure_env, env_is_ready
-from matrix.report import write_reports
-from matrix.runs import Run, command, judge, planned_runs
+from grpo_compat.matrix.cells import Cell
+from grpo_compat.matrix.envs import EnvBuildError, uv_error
+from grpo_compat.matrix.project import MatrixProject
+from grpo_compat.matrix.report import write_reports
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_RESULTS = REPO / ".matrix" / "results"
 _print_lock = threading.Lock()
 _started = time.monotonic()
 
@@ -46,7 +47,7 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_environment(cell: Cell, env_dir: Path) -> dict[str, str]:
+def run_environment(cell: Cell, env_dir: Path, project: MatrixProject) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env.update(
         HF_HUB_OFFLINE="1",
@@ -54,21 +55,22 @@ def run_environment(cell: Cell, env_dir: Path) -> dict[str, str]:
         TOKENIZERS_PARALLELISM="false",
         # DeepSpeed JIT-builds its CPU comm op; one cache per env so versions never rebuild each other's.
         TORCH_EXTENSIONS_DIR=str(env_dir / "torch_extensions"),
-        # The matrix's scripts import matrix.* (the checkout); grpo_compat comes from the cell's own install.
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        # This repository's scripts import matrix.* (the checkout); grpo_compat comes from the cell's own install.
+        PYTHONPATH=os.pathsep.join(filter(None, [*project.pythonpath, os.environ.get("PYTHONPATH")])),
     )
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
-def _record(run: Run, status: str, outcome: str, **fields: object) -> dict:
+def _record(run: Any, status: str, outcome: str, **fields: object) -> dict:
     record = {
         "name": run.name,
         "kind": run.kind,
         "mode": run.mode,
         "status": status,
         "expectation": run.expectation,
+        "group": run.group,
         "outcome": outcome,
         "error": None,
         "exit_code": None,
@@ -81,18 +83,21 @@ def _record(run: Run, status: str, outcome: str, **fields: object) -> dict:
     return {**record, **fields}
 
 
-def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, plain: dict | None) -> tuple[dict, dict]:
-    """Run one smoke run or probe: (its record for the cell's JSON, the result it wrote or {})."""
+def execute(
+    run: Any, python: Path, cell: Cell, folder: Path, project: MatrixProject, plain: dict | None
+) -> tuple[dict, dict]:
+    """Run one run of the project's plan: (its record for the cell's JSON, the result it wrote or {})."""
     if run.skip:
         return _record(run, "skipped", run.skip), {}
     output = folder / f"{run.slug}.json"
     output.unlink(missing_ok=True)
-    argv = command(run, python, model_dir, output, cell.device, folder)
+    model_dir = (project.models or folder) / cell.name  # built by the cell's own transformers (its smoke scripts)
+    argv = project.plan.command(run, python, model_dir, output, cell.device, folder)
     started = time.monotonic()
     process = subprocess.Popen(
         argv,
-        cwd=REPO,
-        env=run_environment(cell, python.parent.parent),
+        cwd=project.workdir,
+        env=run_environment(cell, python.parent.parent, project),
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -110,7 +115,7 @@ def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, p
     if timed_out:
         status, outcome = "timeout", f"no result after {run.timeout_s} s"
     else:
-        status, outcome = judge(run, result, plain)
+        status, outcome = project.plan.judge(run, result, plain)
     result = result or {}
     record = _record(
         run,
@@ -120,28 +125,36 @@ def execute(run: Run, python: Path, cell: Cell, folder: Path, model_dir: Path, p
         exit_code=process.returncode,
         loss=result.get("final_loss"),
         kl=result.get("kl"),
-        weights_changed=result.get("all_trainable_params_changed"),
+        weights_changed=result.get("all_trainable_params_changed", result.get("weights_changed")),
         weights_sha256=result.get("weights_sha256"),
         wall_time_s=round(time.monotonic() - started, 1),
     )
     return record, result
 
 
-def installed_versions_in(python: Path, cell: Cell) -> dict[str, str | None]:
+def installed_versions_in(python: Path, cell: Cell, project: MatrixProject) -> dict[str, str | None]:
     code = "import json; from grpo_compat.core.versions import installed_versions as v; print(json.dumps(v()))"
     out = subprocess.run(
         [str(python), "-c", code],
         capture_output=True,
         text=True,
         check=True,
-        env=run_environment(cell, python.parent.parent),
+        env=run_environment(cell, python.parent.parent, project),
     )
     return json.loads(out.stdout)
 
 
-def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: bool = False, only: str = "*") -> dict:
+def run_cell(
+    cell: Cell,
+    project: MatrixProject,
+    results: Path,
+    wheelhouse: Path | None = None,
+    quick: bool = False,
+    only: str = "*",
+) -> dict:
     record: dict = {
         "cell": cell.name,
+        "order": cell.index,
         "description": cell.description,
         "device": cell.device,
         "pins": cell.pins,
@@ -160,10 +173,14 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: b
         path.write_text(json.dumps(record, indent=2) + "\n")
 
     try:
-        cached = env_is_ready(cell)
-        progress(f"{cell.name}: {'reusing' if cached else 'building'} env")
         try:
-            python = ensure_env(cell, wheelhouse=wheelhouse)
+            if cell.newest:
+                progress(f"{cell.name}: resolving the newest {', '.join(cell.newest)}")
+                cell = project.envs.resolve_newest(cell)
+                record["pins"] = cell.pins
+            cached = project.envs.is_ready(cell)
+            progress(f"{cell.name}: {'reusing' if cached else 'building'} env")
+            python = project.envs.ensure(cell, wheelhouse=wheelhouse)
         except EnvBuildError as error:
             record["env"] = {
                 "status": "failed",
@@ -171,8 +188,8 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: b
                 "cached": False,
                 "error": str(error),
             }
-            record["reason"] = f"env build failed: {str(error).splitlines()[0]}"
-            progress(f"{cell.name}: env build FAILED")
+            record["reason"] = f"env build failed: {uv_error(error)}"
+            progress(f"{cell.name}: env build FAILED ({uv_error(error)})")
             return record
         record["env"] = {
             "status": "ok",
@@ -180,15 +197,15 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: b
             "cached": cached,
             "error": None,
         }
-        record["versions"] = installed_versions_in(python, cell)
-        runs = [run for run in planned_runs(record["versions"], cell.device, quick) if fnmatch(run.kind, only)]
+        record["versions"] = installed_versions_in(python, cell, project)
+        planned = project.plan.planned_runs(record["versions"], cell.device, quick)
+        runs = [run for run in planned if fnmatch(run.kind, only)]
         folder = results / cell.name
         folder.mkdir(parents=True, exist_ok=True)
-        model_dir = ENVS_DIR.parent / "models" / cell.name  # built by the cell's own transformers
         plain_results: dict[str, dict | None] = {}
         for index, run in enumerate(runs, 1):
             progress(f"{cell.name} ({index}/{len(runs)}) {run.name} ...")
-            outcome, result = execute(run, python, cell, folder, model_dir, plain_results.get(run.kind))
+            outcome, result = execute(run, python, cell, folder, project, plain_results.get(run.kind))
             if run.mode == "plain":
                 # What the patched run is compared with; a reproducer's plain run fails on purpose, mid-run.
                 plain_results[run.kind] = result if run.expect_error is None else None
@@ -212,6 +229,7 @@ def run_cell(cell: Cell, results: Path, wheelhouse: Path | None = None, quick: b
 
 def run_matrix(
     cells: list[Cell],
+    project: MatrixProject,
     results: Path,
     jobs: int = 1,
     wheelhouse: Path | None = None,
@@ -224,7 +242,7 @@ def run_matrix(
     results.mkdir(parents=True, exist_ok=True)
     progress(f"matrix: {len(cells)} cell(s), {jobs} at a time -> {results}")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        records = list(pool.map(lambda cell: run_cell(cell, results, wheelhouse, quick, only), cells))
+        records = list(pool.map(lambda cell: run_cell(cell, project, results, wheelhouse, quick, only), cells))
     summary, page = write_reports(results, junit)
     for record in records:
         progress(f"{record['cell']}: {record['status']}" + (f" ({record['reason']})" if record["reason"] else ""))

@@ -3,22 +3,19 @@
 The runner writes one JSON result per cell into a folder; this reads them all and writes
 ``summary.md`` and ``report.html`` next to them.
 
-    python -m matrix.report results/
+    grpo-compat matrix report --results results/
 """
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS
-from matrix.envs import CELLS_FILE, load_cells
 
 KIND_ORDER = ("single", "ddp", "zero2", "zero3", "swift")
 MODE_ORDER = ("plain", "patched")
@@ -86,20 +83,15 @@ def load_cell(path: Path) -> dict[str, Any]:
     return _normalize(data, path)
 
 
-def cell_order(cells_file: Path = CELLS_FILE) -> list[str]:
-    """Cell names in the order of cells.toml (empty when it cannot be read)."""
-    try:
-        cells, _ = load_cells(cells_file)
-    except (OSError, ValueError):
-        return []
-    return list(cells)
-
-
-def load_results(results_dir: str | Path, cells_file: Path = CELLS_FILE) -> list[dict[str, Any]]:
-    """Every ``*.json`` cell result in the folder, in cells.toml order, unknown cells last."""
+def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
+    """Every ``*.json`` cell result in the folder, in cells-file order (the runner's "order"), unknown last."""
     results = [load_cell(path) for path in sorted(Path(results_dir).glob("*.json"))]
-    order = {name: index for index, name in enumerate(cell_order(cells_file))}
-    return sorted(results, key=lambda cell: (order.get(cell["cell"], len(order)), cell["cell"]))
+
+    def place(cell: dict[str, Any]) -> tuple[int, str]:
+        order = cell.get("order")
+        return (order if isinstance(order, int) else 1_000_000, cell["cell"])
+
+    return sorted(results, key=place)
 
 
 # ---------------------------------------------------------------- classification
@@ -248,22 +240,15 @@ def _kind_of(name: str) -> str:
     return kind if kind and mode in MODE_ORDER else name
 
 
-def reproducer_failures() -> dict[str, str]:
-    """Reproducer id -> the catalogue record it proves (its group in the grid)."""
-    from matrix.reproducers import REPRODUCERS
-
-    return {reproducer.id: reproducer.failure for reproducer in REPRODUCERS}
-
-
 def grid_groups(results: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     """(title, run kinds) in display order: the training runs, then the reproducers grouped by failure."""
-    failures = reproducer_failures()
+    group_of = {_kind_of(run["name"]): run.get("group") for cell in results for run in cell["runs"]}
     groups: dict[str, list[str]] = {TRAINING: []}
     for kind in dict.fromkeys(_kind_of(name) for name in run_names(results)):
         if kind.startswith(REPRO_PREFIX):
-            title = f"Reproducers: {failures.get(kind[len(REPRO_PREFIX) :], 'other')}"
+            title = f"Reproducers: {group_of.get(kind) or 'other'}"
         else:
-            title = TRAINING
+            title = group_of.get(kind) or TRAINING
         groups.setdefault(title, []).append(kind)
     return [(title, kinds) for title, kinds in groups.items() if kinds]
 
@@ -502,18 +487,3 @@ def write_reports(results_dir: str | Path, junit: Path | None = None) -> tuple[P
         junit.parent.mkdir(parents=True, exist_ok=True)
         junit.write_text(render_junit(results), encoding="utf-8")
     return md_path, html_path
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_dir", type=Path, help="folder of <cell>.json results")
-    args = parser.parse_args(argv)
-    if not args.results_dir.is_dir():
-        parser.error(f"not a folder: {args.results_dir}")
-    for path in write_reports(args.results_dir):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,194 @@
+"""``grpo-compat matrix``: the version matrix's command line (init, run, report, workflow).
+
+With ``--cells-file FILE`` it runs a user's matrix (grpo_compat.matrix.project.user_project); without, this
+repository's own, whose checkout hands its project in (``python -m matrix`` in a checkout; the installed
+package never imports anything from a checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from grpo_compat.matrix.cells import Cell, CellsFileError
+from grpo_compat.matrix.envs import CellEnvs
+from grpo_compat.matrix.project import MatrixProject, user_project
+from grpo_compat.tools.arguments import ArgumentParser, InputError
+
+NO_PROJECT = (
+    "give --cells-file FILE (write a starter one with `grpo-compat matrix init DIR`); "
+    "without it, `grpo-compat matrix` runs this project's own matrix from a grpo_compat source checkout"
+)
+
+
+def _project(args: argparse.Namespace, repository: Callable[[], MatrixProject] | None) -> MatrixProject:
+    if args.cells_file:
+        project = user_project(Path(args.cells_file))
+    elif repository is not None:
+        project = repository()
+    else:
+        raise InputError(NO_PROJECT)
+    if getattr(args, "envs", None):
+        project = replace(project, envs=CellEnvs(Path(args.envs).resolve(), project.envs.source))
+    return project
+
+
+def _selected_cells(args: argparse.Namespace, project: MatrixProject) -> list[Cell]:
+    cells = project.cells
+    if args.quick and not cells.quick:
+        raise InputError(f"--quick: {cells.path} names no quick cells (quick = [...])")
+    names = list(cells.quick) if args.quick else [n for n in (args.cells or "").split(",") if n] or list(cells.cells)
+    chosen = [cell for cell in cells.select(names) if cell.device == args.device]
+    if not chosen:
+        raise InputError(f"--cells: none of {', '.join(names)} is a {args.device} cell")
+    return chosen
+
+
+def _folder(option: str, value: str | None, default: Path, must_exist: bool = False) -> Path:
+    folder = Path(value).resolve() if value else default
+    if not folder.is_dir() and (must_exist or folder.exists()):
+        raise InputError(f"{option} {value or folder}: expected a folder")
+    return folder
+
+
+def _run(args: argparse.Namespace, project: MatrixProject) -> int:
+    from grpo_compat.matrix.runner import run_matrix
+
+    if args.jobs < 1:
+        raise InputError(f"--jobs {args.jobs}: expected 1 or more cells at a time")
+    wheelhouse = _folder("--wheelhouse", args.wheelhouse, Path(), must_exist=True) if args.wheelhouse else None
+    results = _folder("--results", args.results, project.results)
+    junit = Path(args.junit).resolve() if args.junit else None
+    return run_matrix(
+        _selected_cells(args, project),
+        project,
+        results,
+        jobs=args.jobs,
+        wheelhouse=wheelhouse,
+        quick=args.quick,
+        only=args.runs,
+        junit=junit,
+    )
+
+
+def _report(args: argparse.Namespace, project: MatrixProject | None) -> int:
+    from grpo_compat.matrix.report import write_reports
+
+    default = project.results if project else Path("grpo-matrix-results").resolve()
+    junit = Path(args.junit).resolve() if args.junit else None
+    for path in write_reports(_folder("--results", args.results, default, must_exist=True), junit):
+        print(path)
+    if junit:
+        print(junit)
+    return 0
+
+
+def _workflow(args: argparse.Namespace, project: MatrixProject) -> int:
+    from grpo_compat.matrix import workflow
+
+    if args.cells_file:
+        cells_file = Path(args.cells_file)
+        # The job installs, from the repository's root, what the cells file names (relative to itself).
+        spec = project.cells.grpo_compat or project.envs.source.spec
+        local = cells_file.parent / spec
+        install = f"pip install {shlex.quote(local.as_posix() if local.exists() else spec)}"
+        flavour = workflow.user_flavour(cells_file.as_posix(), install)
+        target = Path(args.output or ".github/workflows/grpo-matrix.yml")
+    else:
+        flavour = workflow.REPOSITORY
+        if project.workflow_file is None:
+            raise InputError("this project has no workflow file")
+        target = Path(args.output) if args.output else project.workflow_file
+    text = workflow.render_workflow(project.cells, flavour)
+    if args.check:
+        diff = workflow.stale_diff(target, text)
+        if diff:
+            sys.stdout.write(diff)
+            print(f"\n{target} is stale: run `grpo-compat matrix workflow`", file=sys.stderr)
+            return 1
+        print(f"{target} is current")
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from grpo_compat.matrix.init import write_starter
+
+    if args.era:
+        from datetime import date
+
+        try:
+            date.fromisoformat(args.era)
+        except ValueError:
+            raise InputError(f"--era {args.era!r}: expected a date, YYYY-MM-DD") from None
+    try:
+        paths = write_starter(Path(args.folder), args.era, args.force)
+    except FileExistsError as error:
+        raise InputError(str(error)) from None
+    except OSError as error:
+        raise InputError(f"{args.folder}: {error.strerror or error}") from None
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"next: grpo-compat matrix run --cells-file {paths[0]} --cells current")
+    return 0
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="grpo-compat matrix",
+        description="The version matrix: your cells and entry points (--cells-file), or this project's own.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    init = actions.add_parser("init", help="write a starter cells file and entry point into a folder")
+    init.add_argument("folder", help="where to write grpo-matrix.toml and grpo_smoke.py")
+    init.add_argument("--era", metavar="YYYY-MM-DD", help="also a cell of the newest releases as of this date")
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
+    init.set_defaults(run=lambda args, repository: _init(args))
+    cells_help = "your cells file (grpo-compat matrix init writes one); default: this checkout's matrix/cells.toml"
+    run = actions.add_parser("run", help="build cell envs and run every entry, plainly and patched")
+    run.add_argument("--cells-file", metavar="FILE", help=cells_help)
+    run.add_argument("--cells", help="comma-separated cell names (default: every cell of --device)")
+    run.add_argument("--quick", action="store_true", help="only the cells file's quick cells (and quick variants)")
+    run.add_argument("--runs", default="*", help="only run kinds matching this glob, e.g. 'harm:*' (default: all)")
+    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    run.add_argument("--jobs", type=int, default=1, help="cells run at the same time (default 1)")
+    run.add_argument("--results", help="results folder (default: ./grpo-matrix-results, here .matrix/results)")
+    run.add_argument("--envs", help="where cell envs are built (default: ~/.cache/grpo-compat/matrix/envs)")
+    run.add_argument("--wheelhouse", help="offline: install every package from this folder of wheels")
+    run.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
+    run.set_defaults(run=lambda args, repository: _run(args, _project(args, repository)))
+    report = actions.add_parser("report", help="rebuild summary.md and report.html from the cell JSONs")
+    report.add_argument("--cells-file", metavar="FILE", help=cells_help)
+    report.add_argument("--results", help="results folder")
+    report.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
+    report.set_defaults(
+        run=lambda args, repository: _report(
+            args, _project(args, repository) if args.cells_file or repository else None
+        )
+    )
+    workflow = actions.add_parser("workflow", help="write a GitHub Actions workflow running the matrix")
+    workflow.add_argument("--cells-file", metavar="FILE", help=cells_help)
+    workflow.add_argument("--output", metavar="PATH", help="default .github/workflows/grpo-matrix.yml (yours)")
+    workflow.add_argument("--check", action="store_true", help="only check that it is current")
+    workflow.set_defaults(run=lambda args, repository: _workflow(args, _project(args, repository)))
+    return parser
+
+
+def main(argv: list[str] | None = None, repository: Callable[[], MatrixProject] | None = None) -> int:
+    """``repository``: builds this repository's own project (given by its checkout's ``python -m matrix``)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args, repository)
+    except (InputError, CellsFileError) as error:
+        print(f"{parser.prog} {args.action}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,77 @@
+"""This repository's own matrix: matrix/cells.toml, the runs of matrix/runs.py, envs and results in .matrix/.
+
+    python matrix/project.py ensure trl-0.16          # build the cell's env if needed; print its python
+    python matrix/project.py ensure trl-1.16 --path .venv --extras dev     # the development env (setup.sh)
+    python matrix/project.py wheels trl-1.16-cuda --out wheelhouse --torch-version 2.11.0   # for an offline GPU
+
+``grpo-compat matrix`` without --cells-file hands over to ``python -m matrix`` in this checkout, which runs
+:func:`repository_project` through the package's runner: one runner for this matrix and users' matrices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script by matrix/setup.sh, before anything is installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from grpo_compat.matrix.cells import CellsFile, load_cells_file
+from grpo_compat.matrix.envs import CellEnvs, EnvBuildError, GrpoCompatSource
+from grpo_compat.matrix.project import MatrixProject
+
+REPO = Path(__file__).resolve().parent.parent
+CELLS_FILE = REPO / "matrix" / "cells.toml"
+ENVS = CellEnvs(REPO / ".matrix" / "envs", GrpoCompatSource(str(REPO), editable=True))
+
+
+def cells_file() -> CellsFile:
+    return load_cells_file(CELLS_FILE)
+
+
+def repository_project() -> MatrixProject:
+    from matrix import runs
+
+    return MatrixProject(
+        cells=cells_file(),
+        plan=runs,  # its planned_runs, command and judge
+        envs=ENVS,
+        results=REPO / ".matrix" / "results",
+        workdir=REPO,
+        pythonpath=(str(REPO),),
+        models=REPO / ".matrix" / "models",
+        workflow_file=REPO / ".github" / "workflows" / "matrix.yml",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    ensure = sub.add_parser("ensure", help="build the cell's env if needed and print its python")
+    ensure.add_argument("cell", nargs="?", help="cell name (default: the default cell)")
+    ensure.add_argument("--path", type=Path, help="where to put the env instead of .matrix/envs")
+    ensure.add_argument("--extras", default="", help="extras of grpo-compat to install, e.g. dev")
+    ensure.add_argument("--wheelhouse", type=Path, help="install offline from this folder (see `wheels`)")
+    wheels = sub.add_parser("wheels", help="download every wheel a cell needs, for an offline machine")
+    wheels.add_argument("cell")
+    wheels.add_argument("--out", type=Path, required=True, help="the wheelhouse folder to fill")
+    wheels.add_argument("--torch-version", help="the torch the target machine has (preinstalled cells)")
+    args = parser.parse_args(argv)
+    cells = cells_file()
+    name = args.cell or cells.default
+    if name not in cells.cells:
+        parser.error(f"unknown cell {name!r}; cells: {', '.join(cells.cells)}")
+    try:
+        if args.command == "wheels":
+            print(ENVS.fill_wheelhouse(cells.cells[name], args.out, args.torch_version))
+        else:
+            print(ENVS.ensure(cells.cells[name], args.path, args.extras, args.wheelhouse))
+    except EnvBuildError as error:
+        print(f"error: cell {name}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
