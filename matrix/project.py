@@ -17,7 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script by matrix/setup.sh, before anything is installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grpo_compat.matrix.cells import CellsFile, load_cells_file
+from grpo_compat.matrix.cells import Cell, CellsFile, load_cells_file
 from grpo_compat.matrix.envs import CellEnvs, EnvBuildError, GrpoCompatSource
 from grpo_compat.matrix.project import MatrixProject
 
@@ -30,12 +30,32 @@ def cells_file() -> CellsFile:
     return load_cells_file(CELLS_FILE)
 
 
-def repository_project() -> MatrixProject:
-    from matrix import runs
+class RepositoryPlan:
+    """matrix/runs.py as the runner's plan: which runs a cell gets depends on its versions and device."""
 
+    @staticmethod
+    def planned_runs(cell: Cell, versions: dict[str, str | None], quick: bool = False) -> list:
+        from matrix import runs
+
+        return runs.planned_runs(versions, cell.device, quick)
+
+    @staticmethod
+    def command(run, python: Path, model_dir: Path, output: Path, device: str, scratch: Path) -> list[str]:
+        from matrix import runs
+
+        return runs.command(run, python, model_dir, output, device, scratch)
+
+    @staticmethod
+    def judge(run, result: dict | None, plain: dict | None) -> tuple[str, str]:
+        from matrix import runs
+
+        return runs.judge(run, result, plain)
+
+
+def repository_project() -> MatrixProject:
     return MatrixProject(
         cells=cells_file(),
-        plan=runs,  # its planned_runs, command and judge
+        plan=RepositoryPlan(),
         envs=ENVS,
         results=REPO / ".matrix" / "results",
         workdir=REPO,

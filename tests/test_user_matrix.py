@@ -41,6 +41,7 @@ ENTRY = '[entries.train]\nscript = "train.py"\n'
         (ENTRY + "[cells.a]\ntorch = true\n", "expected a version string"),
         ('[entries.train]\nscript = "missing.py"\n[cells.a]\ntorch = "2.13.0"\n', "no such file"),
         ('[entries.train]\nscript = "train.py"\nprocesses = 0\n[cells.a]\ntorch = "2.13.0"\n', "processes = 0"),
+        (ENTRY + '[cells.a]\ntorch = "2.13.0"\nprocesses = "two"\n', "processes = 'two'"),
         ('[entries.train]\nscript = "train.py"\nscrip = "x"\n[cells.a]\ntorch = "2.13.0"\n', "unknown key(s) scrip"),
         ('[entries.train]\nargs = []\n[cells.a]\ntorch = "2.13.0"\n', "name exactly one of script"),
         ("[cells.a\n", "is not valid TOML"),
@@ -69,7 +70,7 @@ def test_each_entry_runs_plain_and_patched_with_the_cells_interpreter_and_launch
         '[entries.swift]\nswift_args = ["--rlhf_type", "grpo"]\n[cells.a]\ntorch = "2.13.0"\n',
     )
     plan = EntriesPlan.from_cells_file(load_cells_file(path, require_torch=False))
-    runs = plan.planned_runs({}, "cpu")
+    runs = plan.planned_runs(Cell("a", {"torch": "2.13.0"}), {})
     assert [run.name for run in runs] == [f"{e}/{m}" for e in ("train", "two", "swift") for m in ("plain", "patched")]
     two = runs[2]
     argv = plan.command(two, Path("/env/bin/python"), tmp_path, tmp_path / "out.json", "cpu", tmp_path)
@@ -77,6 +78,10 @@ def test_each_entry_runs_plain_and_patched_with_the_cells_interpreter_and_launch
     assert argv[argv.index("--processes") + 1] == "2" and argv[argv.index("--launcher") + 1] == "torchrun"
     assert argv[argv.index("--") + 1 :] == ["python", str(tmp_path / "train.py"), "--x"]
     assert runs[4].command[:4] == ("swift", "rlhf", "--rlhf_type", "grpo")
+    # A cell that asks for processes runs every script and swift entry that way (trl grpo launches itself).
+    two_processes = plan.planned_runs(Cell("b", {"torch": "2.13.0"}, processes=2), {})
+    assert {run.processes for run in two_processes} == {2}
+    assert load_cells_file(path, require_torch=False).cells["a"].processes is None
 
 
 def test_a_patched_run_must_end_with_the_plain_runs_weights():
@@ -267,12 +272,15 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     assert outcomes == {
         "cli/plain": ("pass", "trained"),
         "cli/patched": ("pass", "trained; weights identical to the plain run's"),
+        "mine-torchrun/plain": ("pass", "trained"),
+        "mine-torchrun/patched": ("pass", "trained; weights identical to the plain run's"),
         "mine/plain": ("pass", "trained"),
         "mine/patched": ("pass", "trained; weights identical to the plain run's"),
         "smoke/plain": ("pass", "trained"),
         "smoke/patched": ("pass", "trained; weights identical to the plain run's"),
     }
     assert "accelerate launch --num_processes 2" in (results / "pinned" / "mine_plain.log").read_text()
+    assert "torchrun --nproc_per_node 2" in (results / "pinned" / "mine-torchrun_patched.log").read_text()
     page = (results / "report.html").read_text()
     assert "mine" in page and "pinned" in page
     from xml.etree import ElementTree
@@ -286,6 +294,11 @@ USER_ENTRIES = """\
 [entries.mine]
 script = "my_train.py"
 processes = 2
+
+[entries.mine-torchrun]
+script = "my_train.py"
+processes = 2
+launcher = "torchrun"
 
 [entries.cli]
 trl_config = "grpo.yaml"

@@ -30,7 +30,7 @@ NEWEST = "newest"
 # Pins are listed in this order (then the others in file order): it is part of the env's fingerprint.
 PIN_ORDER = ("torch", "trl", "transformers", "accelerate", "deepspeed", "peft", "ms-swift")
 # Keys of a cell table that are not pins.
-CELL_SETTINGS = {"description", "device", "exclude_newer", "extra", "undated", "overrides", "prereleases"}
+CELL_SETTINGS = {"description", "device", "exclude_newer", "extra", "undated", "overrides", "prereleases", "processes"}
 # Needed by every GRPO run, resolved within the cell's exclude_newer date.
 ALWAYS = ("datasets", "tokenizers")
 RECIPE_VERSION = 2  # bump when the install recipe of grpo_compat.matrix.envs changes
@@ -54,6 +54,7 @@ class Cell:
     # refuses but users reach with --no-deps or a later forced install.
     overrides: tuple[str, ...] = field(default=())
     prereleases: bool = False
+    processes: int | None = None  # a user's cell: every entry runs in this many processes (grpo_compat.matrix.entries)
     index: int = 0  # the cell's place in its cells file (the report's column order)
 
     @property
@@ -130,6 +131,9 @@ def _cell(name: str, table: object, index: int, where: str, require_torch: bool)
     device = table.get("device", "cpu")
     if device not in ("cpu", "cuda"):
         raise CellsFileError(f'{where}: device = {device!r}: expected "cpu" or "cuda"')
+    processes = table.get("processes")
+    if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
+        raise CellsFileError(f"{where}: processes = {processes!r}: expected a whole number, 1 or more")
     return Cell(
         name=name,
         pins=pins,
@@ -140,6 +144,7 @@ def _cell(name: str, table: object, index: int, where: str, require_torch: bool)
         undated=_strings(table, "undated", where),
         overrides=_strings(table, "overrides", where),
         prereleases=bool(table.get("prereleases", False)),
+        processes=processes,
         index=index,
     )
 

@@ -22,10 +22,10 @@ when it exits 0; a script that writes a JSON object to $GRPO_COMPAT_MATRIX_RESUL
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grpo_compat.matrix.cells import CellsFile, CellsFileError
+from grpo_compat.matrix.cells import Cell, CellsFile, CellsFileError
 from grpo_compat.matrix.project import NamedRun
 
 MODES = ("plain", "patched")
@@ -135,8 +135,11 @@ class EntriesPlan:
             runs += _entry_runs(name, table, f"{cells.path} [entries.{name}]", cells.path.parent)
         return cls(tuple(runs))
 
-    def planned_runs(self, versions: dict[str, str | None], device: str, quick: bool = False) -> list[EntryRun]:
-        return list(self.runs)
+    def planned_runs(self, cell: Cell, versions: dict[str, str | None], quick: bool = False) -> list[EntryRun]:
+        """Every entry, plain and patched; a cell that asks for processes runs its scripts and swift that way."""
+        if cell.processes is None:
+            return list(self.runs)
+        return [run if run.entry_kind == "trl_config" else replace(run, processes=cell.processes) for run in self.runs]
 
     def command(self, run: EntryRun, python: Path, model_dir: Path, output: Path, device: str, scratch: Path):
         """The entry, started by grpo_compat.matrix.entry_run in the cell env (it writes the result JSON)."""

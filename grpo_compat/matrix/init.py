@@ -64,7 +64,8 @@ args = []
 # A cell pins each distribution to an exact version, or to "newest" (resolved when the cell runs, so a
 # nightly job sees an upstream release the day it comes out; prereleases = true lets it pick a pre-release).
 # exclude_newer = "YYYY-MM-DD" keeps indirect dependencies (numpy, pyarrow, ...) in the pins' release era.
-# device = "cuda" runs the cell on a GPU machine; extra = ["pkg==1.0"] adds packages.
+# device = "cuda" runs the cell on a GPU machine; extra = ["pkg==1.0"] adds packages; processes = 2 runs
+# every script and swift entry of the cell in 2 processes.
 
 {_current_cell(current)}
 [cells.newest]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from grpo_compat.matrix.cells import CellsFile, load_cells_file
+from grpo_compat.matrix.cells import Cell, CellsFile, load_cells_file
 from grpo_compat.matrix.envs import CellEnvs, GrpoCompatSource
 
 
@@ -39,7 +39,8 @@ class Plan(Protocol):
     ``timeout_s``, ``skip`` and ``group`` (its heading in the report; None: the training runs).
     """
 
-    def planned_runs(self, versions: dict[str, str | None], device: str, quick: bool = False) -> list[Any]: ...
+    def planned_runs(self, cell: Cell, versions: dict[str, str | None], quick: bool = False) -> list[Any]:
+        """The runs of ``cell``, whose env has ``versions`` installed (``quick``: CI's subset)."""
 
     def command(self, run: Any, python: Path, model_dir: Path, output: Path, device: str, scratch: Path) -> list[str]:
         """The run's command line; it writes its JSON result to ``output``."""

@@ -198,7 +198,7 @@ def run_cell(
             "error": None,
         }
         record["versions"] = installed_versions_in(python, cell, project)
-        planned = project.plan.planned_runs(record["versions"], cell.device, quick)
+        planned = project.plan.planned_runs(cell, record["versions"], quick)
         runs = [run for run in planned if fnmatch(run.kind, only)]
         folder = results / cell.name
         folder.mkdir(parents=True, exist_ok=True)
