@@ -410,3 +410,13 @@ def test_swift_rlhf_arguments_train_plain_and_with_grpo_compats_plugin_next_to_t
     assert "[grpo_compat] INFO applied swift.reward-names-check" in patched_log
     plain_log = (results / "swift" / "swift_plain.log").read_text()
     assert "--external_plugins my_plugin.py" in plain_log and "[grpo_compat]" not in plain_log
+
+
+def test_matrix_run_exits_1_and_writes_every_report_when_a_cell_misses(tmp_path, local_index, capsys):
+    path = cells_file(tmp_path, ENTRY + '[cells.a]\ngrpo_matrix_demo = "9.9"\n[cells.b]\ngrpo_matrix_demo = "1.0"\n')
+    results, junit = tmp_path / "results", tmp_path / "junit.xml"
+    arguments = ["run", "--cells-file", str(path), "--cells", "a", "--results", str(results), "--junit", str(junit)]
+    assert matrix_main([*arguments, "--envs", str(tmp_path / "envs")]) == 1
+    assert "a: env build FAILED" in capsys.readouterr().out
+    assert (results / "summary.md").exists() and (results / "report.html").exists()
+    assert 'name="a"' in junit.read_text() and "grpo-matrix-demo" in junit.read_text()
