@@ -138,8 +138,9 @@ def test_init_writes_a_cells_file_that_loads_with_an_era_and_never_overwrites(tm
     assert "newest" in cells.cells and cells.cells["newest"].newest == ["torch", "trl", "transformers", "accelerate"]
     era = cells.cells["era-2025-06-01"]
     assert era.exclude_newer == "2025-06-01" and "trl" in era.newest
-    if "current" in cells.cells:  # this env has torch and trl: the current cell pins them exactly
+    if "current" in cells.cells:  # this env has torch and trl: the current cell pins their releases exactly
         assert not cells.cells["current"].newest
+        assert "+" not in cells.cells["current"].pins["torch"]  # torch's "+cpu" names a build: the index picks it
     assert list(cells.entries) == ["smoke"] and (tmp_path / SCRIPT_NAME).exists()
     assert user_project(tmp_path / CELLS_NAME).plan.runs[0].command[1] == str(tmp_path / SCRIPT_NAME)
     capsys.readouterr()

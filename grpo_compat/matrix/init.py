@@ -36,7 +36,8 @@ description = "the versions installed where `grpo-compat matrix init` ran"
 
 def cells_text(era: str | None) -> str:
     installed = {name: installed_version(name) for name in DISTRIBUTIONS}
-    current = {name: version for name, version in installed.items() if version}
+    # A local label (torch's "+cpu") names a build, not a release: the cell's index picks the build.
+    current = {name: version.split("+")[0] for name, version in installed.items() if version}
     newest = dict.fromkeys(("torch", "trl", "transformers", "accelerate"), "newest")
     result_keys = "".join(f"#   {key}: {meaning}\n" for key, meaning in RESULT_KEYS.items())
     text = f"""\
