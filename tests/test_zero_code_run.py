@@ -166,6 +166,24 @@ LAUNCHERS = {
 }
 
 
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def once_more_after_a_teardown_abort(launch, result_file: Path) -> subprocess.CompletedProcess:
+    """``launch()``, and once more when a rank trained, wrote its result and then aborted in gloo's teardown.
+
+    Two clean-clone CI runs (2026-11) saw a rank of DeepSpeed's launcher abort at exit, after writing its
+    result, even with destroy_process_group (pytorch/pytorch#190489); 16 runs by hand did not. An upstream
+    teardown race after the run, not what this test is about: any other failure, or the abort twice, fails.
+    """
+    completed = launch()
+    if completed.returncode != 0 and result_file.exists() and TEARDOWN_ABORT in completed.stderr[-2000:]:
+        print(f"gloo teardown abort after a finished run ({result_file.name}): launched once more")
+        result_file.unlink()
+        completed = launch()
+    return completed
+
+
 def trained(result_file: Path, completed: subprocess.CompletedProcess) -> dict:
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(result_file.read_text())
@@ -188,14 +206,19 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
     launch = [part.format(zero2=zero2, script=USER_SCRIPT) for part in LAUNCHERS[launcher]]
     script = [*([] if str(USER_SCRIPT) in launch else [str(USER_SCRIPT)]), "--model", tiny_model]
     # The documented way, apply() in the script, without grpo-compat run: the weights to reproduce.
-    in_script = subprocess.run(
-        [*launch, *script, "--output", str(tmp_path / "a.json"), "--apply"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=600,
+    in_script = once_more_after_a_teardown_abort(
+        lambda: subprocess.run(
+            [*launch, *script, "--output", str(tmp_path / "a.json"), "--apply"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=600,
+        ),
+        tmp_path / "a.json",
     )
-    zero_code = run(*launch, *script, "--output", str(tmp_path / "b.json"), cwd=tmp_path)
+    zero_code = once_more_after_a_teardown_abort(
+        lambda: run(*launch, *script, "--output", str(tmp_path / "b.json"), cwd=tmp_path), tmp_path / "b.json"
+    )
     expected, got = trained(tmp_path / "a.json", in_script), trained(tmp_path / "b.json", zero_code)
     assert got == expected and got["applied"]
     ranks = sorted(tmp_path.glob("b.json.rank*"))

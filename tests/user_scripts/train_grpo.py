@@ -65,4 +65,5 @@ if trainer.accelerator.is_main_process:
     with open(args.output, "w") as handle:
         json.dump({"sha256": digest.hexdigest(), "applied": applied}, handle)
 if torch.distributed.is_initialized():  # as PyTorch asks: gloo's teardown at exit can abort (pytorch#190489)
+    torch.distributed.barrier()  # no rank leaves while another still talks to it
     torch.distributed.destroy_process_group()
