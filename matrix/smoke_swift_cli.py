@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_compat.core.versions import installed_version, release
+from grpo_compat.matrix.launchers import error_of
 from grpo_compat.testing.smoke import digest, free_port, last_logged, parse_args, run_smoke, tiny_model
 from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_dataset
 
@@ -153,25 +153,6 @@ def grpo_compat_plugin() -> str:
 
 class SwiftFailed(Exception):
     """`swift rlhf` failed (the message starts with the exception a rank raised), or broke a promise."""
-
-
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit)): ?(.*)$")
-_LAUNCHER_ERRORS = {"ChildFailedError", "CalledProcessError"}
-
-
-def error_of(output: str) -> str | None:
-    """The first exception a rank raised, as `Name: message` and its continuation lines."""
-    lines = [re.sub(r"^\[rank\d+\]:\s?", "", line) for line in output.splitlines()]  # torchrun's prefix
-    for index, line in enumerate(lines):
-        match = _EXCEPTION.match(line)
-        if match and match.group(1) not in _LAUNCHER_ERRORS:
-            message = [f"{match.group(1)}: {match.group(2)}"]
-            for following in lines[index + 1 : index + 20]:
-                if not following.strip() or following.startswith(("[", "Traceback", "E0", "W0", "  File")):
-                    break
-                message.append(following)
-            return "\n".join(message)
-    return None
 
 
 def probes(folder: Path, event: str) -> dict[str, dict]:

@@ -140,7 +140,7 @@ def test_swift_cells_run_the_command_line_on_one_and_two_ranks_and_its_refusals(
 
 
 def test_the_error_of_a_swift_run_is_the_first_exception_a_rank_raised():
-    from matrix.smoke_swift_cli import error_of
+    from grpo_compat.matrix.launchers import error_of
 
     output = (
         "[INFO:swift] Successfully imported external_plugins\n"

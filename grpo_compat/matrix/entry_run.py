@@ -14,27 +14,23 @@ import collections
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from grpo_compat.matrix.launchers import accelerate_launch
+from grpo_compat.matrix.launchers import accelerate_launch, error_of, torchrun
 from grpo_compat.testing.smoke import free_port
-
-RANK_PREFIX = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?")
-ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception|Exit|Interrupt)\b.*|error:.*)$")
-# What launchers say when a rank failed: the rank's own error, printed before, is the one that says why.
-LAUNCHER_ERRORS = ("ChildFailedError", "CalledProcessError")
 
 
 def error_line(tail: list[str], exit_code: int) -> str:
-    """The last line that names an error (a rank's exception before its launcher's), else the exit status."""
-    named = [RANK_PREFIX.sub("", line).strip() for line in tail]
-    named = [line for line in named if ERROR_LINE.match(line)]
-    own = [line for line in named if not any(name in line for name in LAUNCHER_ERRORS)]
-    return (own or named or [f"exited with status {exit_code}"])[-1]
+    """The line of the first exception a rank raised (launchers.error_of), else a command line's last "error:"
+    line, else the exit status."""
+    exception = error_of("\n".join(tail))
+    if exception:
+        return exception.splitlines()[0]
+    cli_errors = [line.strip() for line in tail if line.strip().startswith("error:")]
+    return (cli_errors or [f"exited with status {exit_code}"])[-1]
 
 
 def command_line(
@@ -62,14 +58,7 @@ def command_line(
         rest = [*rest, "--output_dir", str(output_dir)]
     if kind == "script" and processes > 1:
         if launcher == "torchrun":
-            return [
-                str(here / "torchrun"),
-                "--nproc_per_node",
-                str(processes),
-                "--master_port",
-                str(free_port()),
-                *rest,
-            ]
+            return [*torchrun(Path(sys.executable), processes), *rest]
         return [*accelerate_launch(Path(sys.executable), processes), "--multi_gpu", *rest]
     return [*program, *rest]
 

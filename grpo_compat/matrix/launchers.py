@@ -1,4 +1,5 @@
-"""How the matrix starts a script in 1 or 2 processes: python, DDP (gloo on CPU), DeepSpeed ZeRO-2 / ZeRO-3.
+"""How the matrix starts a script in 1 or 2 processes (python, DDP with gloo on CPU, DeepSpeed ZeRO-2 / ZeRO-3,
+torchrun), and what a failed launch's output says went wrong.
 
 Shared by this repository's planned runs (matrix/runs.py), the probes that launch smoke runs themselves
 (matrix/probe_ga_scaling.py) and a user's entries (grpo_compat.matrix.entry_run); it imports nothing from the
@@ -8,6 +9,7 @@ rest of the matrix.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from grpo_compat.testing.smoke import free_port
@@ -41,6 +43,31 @@ def deepspeed_config(stage: int, folder: Path) -> Path:
         )
     )
     return path
+
+
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit)): ?(.*)$")
+# What launchers say when a rank failed: the rank's own exception, printed before, is the one that says why.
+_LAUNCHER_ERRORS = {"ChildFailedError", "CalledProcessError"}
+
+
+def error_of(output: str) -> str | None:
+    """The first exception a rank raised, as `Name: message` and its continuation lines."""
+    lines = [re.sub(r"^\[rank\d+\]:\s?", "", line) for line in output.splitlines()]  # torchrun's prefix
+    for index, line in enumerate(lines):
+        match = _EXCEPTION.match(line)
+        if match and match.group(1) not in _LAUNCHER_ERRORS:
+            message = [f"{match.group(1)}: {match.group(2)}"]
+            for following in lines[index + 1 : index + 20]:
+                if not following.strip() or following.startswith(("[", "Traceback", "E0", "W0", "  File")):
+                    break
+                message.append(following)
+            return "\n".join(message)
+    return None
+
+
+def torchrun(python: Path, processes: int) -> list[str]:
+    """`torchrun` of ``processes`` processes on this machine."""
+    return [str(python.parent / "torchrun"), "--nproc_per_node", str(processes), "--master_port", str(free_port())]
 
 
 def accelerate_launch(python: Path, processes: int) -> list[str]:
