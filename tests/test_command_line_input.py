@@ -196,3 +196,15 @@ def test_run_on_any_arguments(monkeypatch, flags, command):
     assert code in (0, 2, 126, 127) and "Traceback" not in err, err
     if code in (2, 126, 127):
         assert err.count("\n") == 1 and not executed, err
+
+
+def test_version_flag_prints_the_installed_release_and_exits_0(capsys):
+    import importlib.metadata
+
+    import grpo_compat
+
+    with pytest.raises(SystemExit) as exit_status:
+        main(["--version"])
+    assert exit_status.value.code == 0
+    assert capsys.readouterr().out == f"grpo-compat {grpo_compat.__version__}\n"
+    assert grpo_compat.__version__ == importlib.metadata.version("grpo-compat")

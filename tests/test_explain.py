@@ -173,7 +173,9 @@ def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProce
 
 
 def test_explain_reads_standard_input_and_exits_0_on_a_match():
-    result = run_cli("-", "--version", "trl==0.16.1", "--version", "transformers==4.52.4", stdin=TRACEBACK.encode())
+    result = run_cli(
+        "-", "--package-version", "trl==0.16.1", "--package-version", "transformers==4.52.4", stdin=TRACEBACK.encode()
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout.decode()
     assert "trl-sampler-transformers-4.52" in out and 'pip install "trl>=0.17"' in out
@@ -189,7 +191,7 @@ def test_explain_exits_1_with_a_report_hint_when_nothing_matches(tmp_path):
 
 
 def test_explain_json_names_record_certainty_and_versions():
-    result = run_cli("-", "--json", "--version", "trl==0.16.1", stdin=TRACEBACK.encode())
+    result = run_cli("-", "--json", "--package-version", "trl==0.16.1", stdin=TRACEBACK.encode())
     data = json.loads(result.stdout)
     assert data["versions"]["trl"] == {"version": "0.16.1", "from": "given"}
     assert [(m["id"], m["certainty"]) for m in data["matches"]] == [("trl-sampler-transformers-4.52", "matches")]
@@ -197,7 +199,12 @@ def test_explain_json_names_record_certainty_and_versions():
 
 def test_a_log_in_another_encoding_is_still_read():
     text = ("训练日志\n" + TRACEBACK).encode("gbk")
-    assert run_cli("-", "--version", "trl==0.16.1", "--version", "transformers==4.52.4", stdin=text).returncode == 0
+    assert (
+        run_cli(
+            "-", "--package-version", "trl==0.16.1", "--package-version", "transformers==4.52.4", stdin=text
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -215,7 +222,7 @@ def test_unreadable_input_exits_2_with_one_line(data, message, capsys, monkeypat
 def test_a_missing_file_or_a_directory_exits_2(tmp_path, capsys):
     assert main(["explain", str(tmp_path / "missing.log")]) == 2
     assert main(["explain", str(tmp_path)]) == 2
-    assert main(["explain", "-", "--version", "trl"]) == 2
+    assert main(["explain", "-", "--package-version", "trl"]) == 2
     assert "PACKAGE==VERSION" in capsys.readouterr().err
 
 
@@ -288,3 +295,16 @@ def test_packages_seen_only_in_the_logs_paths_are_named_as_of_unknown_version():
     assert explanation.in_paths_only == ["trl"] and explanation.version_sources["trl"] == "installed"
     assert "in the log's paths without a version: trl" in format_explanation(explanation, "log")
     assert explain("trl==0.16.1\n" + TRACEBACK, installed={}).in_paths_only == []  # its version is stated
+
+
+def test_a_version_given_on_the_command_line_is_not_called_unknown():
+    explanation = explain(TRACEBACK, {"trl": "0.16.1"}, installed={"trl": "1.16.0"})
+    assert explanation.in_paths_only == [] and explanation.version_sources["trl"] == "given"
+    assert "without a version" not in format_explanation(explanation, "log")
+
+
+def test_explains_old_version_flag_is_refused_naming_its_new_name(capsys):
+    assert main(["explain", "-", "--version", "trl==0.16.1"]) == 2
+    assert capsys.readouterr().err == (
+        "grpo-compat explain: --version PACKAGE==VERSION is now --package-version PACKAGE==VERSION\n"
+    )

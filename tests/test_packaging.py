@@ -38,9 +38,9 @@ def test_console_script_and_core_dependency(wheel):
     (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
     text = wheel.read(metadata).decode()
     core = [line for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
-    # packaging, and tomli only where tomllib is missing (the catalogue is TOML).
-    assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging", "tomli"]
-    assert 'python_version < "3.11"' in core[1]
+    # packaging, PyYAML (`check` reads trl's YAML configs), and tomli only where tomllib is missing.
+    assert [line.split(":", 1)[1].strip().split(">")[0] for line in core] == ["packaging", "PyYAML", "tomli"]
+    assert 'python_version < "3.11"' in core[2]
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "grpo-compat = grpo_compat.tools.cli:main" in wheel.read(entry_points).decode()
 
@@ -61,3 +61,14 @@ def test_installing_the_wheel_adds_nothing_that_runs_at_interpreter_start(wheel)
         "grpo_compat/startup/__init__.py",
         "grpo_compat/startup/sitecustomize.py",
     ]
+
+
+def test_the_wheel_carries_its_license_type_marker_and_project_urls(wheel):
+    names = wheel.namelist()
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    text = wheel.read(metadata).decode()
+    assert [n for n in names if n.endswith(".dist-info/licenses/LICENSE")], names
+    assert "License-Expression: Apache-2.0" in text
+    assert "grpo_compat/py.typed" in names
+    urls = [line for line in text.splitlines() if line.startswith("Project-URL:")]
+    assert {line.split(":", 1)[1].split(",")[0].strip() for line in urls} >= {"Homepage", "Source", "Issues"}

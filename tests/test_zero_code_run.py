@@ -44,11 +44,19 @@ def test_the_command_replaces_grpo_compat_run_so_its_pid_streams_and_status_are_
     assert (int(out), child.returncode) == (child.pid, 7)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_signal_reaches_the_command_as_it_would_without_grpo_compat():
     sleeper = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
     statuses = []
     for prefix in ([], [*GRPO_COMPAT, "run", "--"]):
-        child = subprocess.Popen([*prefix, *sleeper], stdout=subprocess.PIPE, text=True)
+        # A test runner started as a background job or under nohup inherits SIGINT ignored, and so would
+        # its children: give them the default disposition a terminal's command has.
+        child = subprocess.Popen(
+            [*prefix, *sleeper], stdout=subprocess.PIPE, text=True, preexec_fn=_default_sigint
+        )
         assert child.stdout.readline() == "up\n"
         child.send_signal(signal.SIGINT)  # Ctrl-C
         statuses.append(child.wait(timeout=60))

@@ -193,7 +193,8 @@ def explain(
                 versions[name], sources[name] = known[name], source
                 break
     in_paths = {distribution_of(module) for module in set(_PACKAGE_PATH.findall(text))}
-    in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and sources.get(name) != "log"]
+    stated = {name for name, source in sources.items() if source in ("log", "given")}
+    in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and name not in stated]
     explanation = Explanation(versions, sources, in_paths_only=in_paths_only)
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None
@@ -244,7 +245,7 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
     if explanation.in_paths_only:
         lines.append(
             f"in the log's paths without a version: {', '.join(explanation.in_paths_only)} "
-            "(paste `pip freeze` into the log, or give --version PACKAGE==VERSION)"
+            "(paste `pip freeze` into the log, or give --package-version PACKAGE==VERSION)"
         )
     wrap = textwrap.TextWrapper(
         width=width, initial_indent="", subsequent_indent=" " * 17, break_on_hyphens=False, break_long_words=False

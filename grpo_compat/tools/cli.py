@@ -66,7 +66,7 @@ def _check(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from grpo_compat.tools import explain
 
-    return explain.run(args.log, args.version, args.json)
+    return explain.run(args.log, args.package_version, args.json)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -106,7 +106,10 @@ def _matrix(matrix_arguments: list[str]) -> int:
 
 
 def build_parser() -> ArgumentParser:
+    from grpo_compat import __version__
+
     parser = ArgumentParser(prog="grpo-compat", description="GRPO compatibility fixes for TRL and ms-swift.")
+    parser.add_argument("--version", action="version", version=f"grpo-compat {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor = commands.add_parser(
         "doctor", help="show versions, which patches would apply and why, and known environment problems"
@@ -132,7 +135,7 @@ def build_parser() -> ArgumentParser:
         "log", help="a log file, or - for standard input (python train.py 2>&1 | grpo-compat explain -)"
     )
     explain.add_argument(
-        "--version",
+        "--package-version",
         action="append",
         default=[],
         metavar="PACKAGE==VERSION",
@@ -169,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["matrix"]:  # the matrix's own parser reads the rest, --help included
         return _matrix(argv[1:])
+    if argv[:1] == ["explain"] and "--version" in argv:  # the flag's name before grpo-compat --version existed
+        print(
+            "grpo-compat explain: --version PACKAGE==VERSION is now --package-version PACKAGE==VERSION", file=sys.stderr
+        )
+        return 2
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

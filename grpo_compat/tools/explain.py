@@ -34,7 +34,7 @@ def parse_given_versions(pins: list[str]) -> dict[str, str]:
     for pin in pins:
         name, sep, version = pin.partition("==")
         if not sep or not name.strip() or not version.strip():
-            raise InputError(f"--version {pin!r}: expected PACKAGE==VERSION, e.g. trl==0.16.1")
+            raise InputError(f"--package-version {pin!r}: expected PACKAGE==VERSION, e.g. trl==0.16.1")
         given[name.strip().lower()] = version.strip()
     return given
 
