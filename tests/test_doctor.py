@@ -56,3 +56,38 @@ def test_doctor_text_output_shows_each_patch_with_its_window():
     assert "window: trl>=" in result.stdout
     order = "wrapping order of trl.trainer.grpo_config:GRPOConfig.__post_init__: trl.grpo-config-check > "
     assert order in result.stdout
+
+
+def test_doctor_shows_what_concerns_this_install_and_all_shows_the_rest():
+    result = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor"], capture_output=True, text=True)
+    everything = subprocess.run(
+        [sys.executable, "-m", "grpo_compat", "doctor", "--all"], capture_output=True, text=True
+    )
+    assert result.returncode == everything.returncode == 0, result.stderr + everything.stderr
+    outside = "outside version window"
+    assert outside not in result.stdout and outside in everything.stdout
+    assert "(grpo-compat doctor --all)" in result.stdout
+    assert len(result.stdout.splitlines()) < len(everything.stdout.splitlines())
+
+
+def test_doctor_says_nothing_will_be_patched_without_trl_or_ms_swift():
+    from grpo_compat.tools.doctor import format_diagnosis
+
+    diagnosis = {
+        "ok": True,
+        "versions": {"torch": "2.13.0+cpu", "trl": None, "ms-swift": None},
+        "patches": [
+            {
+                "id": "trl.grpo-config-check",
+                "status": "not installed",
+                "reason": "trl is not installed",
+                "requires": ["trl>=0.14"],
+            },
+        ],
+        "wrapping_order": {},
+        "problems": [],
+        "known_failures": [],
+    }
+    text = format_diagnosis(diagnosis)
+    assert "Nothing to patch here: neither trl nor ms-swift is installed" in text
+    assert "trl.grpo-config-check" not in text and "trl.grpo-config-check" in format_diagnosis(diagnosis, True)

@@ -14,7 +14,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from grpo_compat.tools.doctor import diagnose, format_diagnosis
 
     diagnosis = diagnose()
-    print(json.dumps(diagnosis, indent=2) if args.json else format_diagnosis(diagnosis))
+    print(json.dumps(diagnosis, indent=2) if args.json else format_diagnosis(diagnosis, show_all=args.all))
     return 0 if diagnosis["ok"] else 1
 
 
@@ -114,7 +114,10 @@ def build_parser() -> ArgumentParser:
     doctor = commands.add_parser(
         "doctor", help="show versions, which patches would apply and why, and known environment problems"
     )
-    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output (always complete)")
+    doctor.add_argument(
+        "--all", action="store_true", help="also the patches that do not apply here and the packages not installed"
+    )
     doctor.set_defaults(run=_doctor)
     check = commands.add_parser(
         "check", help="validate GRPO settings (a TRL config file, or ms-swift arguments) without loading anything"

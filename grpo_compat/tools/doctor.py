@@ -139,24 +139,60 @@ def diagnose() -> dict:
     }
 
 
-def format_diagnosis(diagnosis: dict) -> str:
-    lines = ["Installed versions:"]
-    lines += [f"  {name:<13} {version or '-'}" for name, version in diagnosis["versions"].items()]
-    lines.append("Patches (what grpo_compat.apply() would do here):")
-    width = max((len(p["id"]) for p in diagnosis["patches"]), default=0)
-    for patch in diagnosis["patches"]:
-        lines.append(f"  {patch['id']:<{width}}  {patch['status']:<22}  {patch['reason']}")
-        lines.append(f"  {'':<{width}}  window: {', '.join(patch['requires'])}")
-    for target, ids in diagnosis["wrapping_order"].items():
-        lines.append(f"  wrapping order of {target}: {' > '.join(ids)} > upstream")
+def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
+    """The text of ``grpo-compat doctor``: what concerns this install; ``show_all`` adds every other patch."""
+    from grpo_compat import __version__
+
+    versions = diagnosis["versions"]
+    installed = ", ".join(f"{name} {version}" for name, version in versions.items() if version)
+    lines = [f"grpo-compat {__version__} on {installed or 'none of the packages it patches'}"]
+    active = [p for p in diagnosis["patches"] if p["status"] in ACTIVE_STATUSES]
+    others = [p for p in diagnosis["patches"] if p["status"] not in ACTIVE_STATUSES]
+    if active:
+        lines.append(f"Patches grpo_compat.apply() applies here ({len(active)}):")
+        lines += _patch_lines(active)
+        for target, ids in diagnosis["wrapping_order"].items():
+            lines.append(f"  wrapping order of {target}: {' > '.join(ids)} > upstream")
+    else:
+        lines.append(f"Nothing to patch here: {_why_nothing_applies(versions)}")
     lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
-    lines.append("Known failures of these versions (docs/failures.md):")
+    if diagnosis["known_failures"]:
+        lines.append("Known failures of these versions (docs/failures.md):")
     for failure in diagnosis["known_failures"]:
         patches = ", ".join(failure["patches"])
         handled = f"{failure['handling']} by {patches}" if patches else "explained only"
         lines.append(f"  {failure['id']} ({failure['kind']}, {handled}): {failure['title']}")
         if failure["handling"] == "explained":
             lines.append(f"      fix: {failure['fix']}")
+    absent = [name for name, version in versions.items() if not version]
+    if show_all:
+        lines.append("Other patches (outside their version window, or for packages not installed):")
+        lines += _patch_lines(others)
+        lines.append(f"Not installed: {', '.join(absent) or 'none'}")
+    elif others or absent:
+        lines.append(
+            f"Not shown: {len(others)} patches that do not apply to these versions, {len(absent)} packages not "
+            "installed (grpo-compat doctor --all)"
+        )
     return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)
+
+
+# A patch the plan shows as pending is applied as soon as its module is imported.
+ACTIVE_STATUSES = ("pending", "applied")
+
+
+def _patch_lines(patches: list[dict]) -> list[str]:
+    width = max((len(p["id"]) for p in patches), default=0)
+    lines = []
+    for patch in patches:
+        lines.append(f"  {patch['id']:<{width}}  {patch['status']:<22}  {patch['reason']}")
+        lines.append(f"  {'':<{width}}  window: {', '.join(patch['requires'])}")
+    return lines
+
+
+def _why_nothing_applies(versions: dict[str, str | None]) -> str:
+    if not versions.get("trl") and not versions.get("ms-swift"):
+        return "neither trl nor ms-swift is installed, so grpo_compat.apply() will change nothing"
+    return "no patch's version window contains these versions, so grpo_compat.apply() will change nothing"
