@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import GRPOCompatError, GRPOSettingsError, LaunchError, PatchFailedError, UnknownPatchError
 from grpo_compat.core.report import Report, Status
+from grpo_compat.core.versions import GRPO_COMPAT_VERSION as __version__
 
-__version__ = "0.1.0"
 __all__ = [
     "GRPOCompatError",
     "GRPOSettingsError",
@@ -25,6 +25,7 @@ __all__ = [
     "Report",
     "Status",
     "UnknownPatchError",
+    "__version__",
     "apply",
     "report",
     "revert",
@@ -41,7 +42,12 @@ def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterabl
     :class:`PatchFailedError` instead of being skipped and reported.
     """
     from grpo_compat import crash_explanation
+    from grpo_compat.fixes.detectors import GRPO_TRAINER_MODULES
 
+    if not _engine.report_deferred:  # the zero-code hook and the swift plugin say when themselves
+        # The report is logged once the GRPO trainer's module is imported: every patch on the training path
+        # has applied by then, so the one line never counts one as waiting that is applied a moment later.
+        _engine.defer_report(GRPO_TRAINER_MODULES)
     report = _engine.apply(strict=strict, only=only, skip=skip)
     crash_explanation.install()  # a crash that is a known failure gets its explanation (GRPO_COMPAT_EXPLAIN=0: off)
     return report

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from grpo_compat.core.report import ONE_LINE_MARK
 from grpo_compat.core.versions import installed_version, release
 from grpo_compat.matrix.launchers import error_of
 from grpo_compat.testing.smoke import digest, free_port, last_logged, parse_args, run_smoke, tiny_model
@@ -36,7 +37,6 @@ from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_data
 
 REWARD_CLASS = "SmokeLengthReward"
 CALLBACK_NAME = "grpo_compat_smoke_probe"
-REPORT_LINE = "grpo_compat report (active)"
 WATCHDOG_CALLBACK = "LearningWatchdog"  # patches/trl/learning_watchdog.py
 PROBE_DIR_ENV = "GRPO_COMPAT_SMOKE_PROBE_DIR"
 REWARD_ENV = "GRPO_COMPAT_SMOKE_REWARD"
@@ -185,7 +185,7 @@ def problems_of_a_run_that_trained(args: argparse.Namespace, output: str, folder
     logs = next(iter(ended.values()), {}).get("log_history", [])
     if not any(f"rewards/{REWARD_CLASS}/mean" in entry for entry in logs):
         found.append(f"the second plugin's reward {REWARD_CLASS} was not logged: was it registered?")
-    reports = output.count(REPORT_LINE)
+    reports = output.count(ONE_LINE_MARK)
     for rank, seen in begun.items():
         if args.mode == "patched" and not seen["grpo_compat"]["active"]:
             found.append(f"grpo_compat was not applied on rank {rank}")
@@ -231,7 +231,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     result["ranks"] = {
         rank: {**seen, "callbacks": begun.get(rank, {}).get("callbacks")} for rank, seen in imported.items()
     }
-    result["report_count"] = output.count(REPORT_LINE)
+    result["report_count"] = output.count(ONE_LINE_MARK)
     rank_zero = begun.get("0", {}).get("grpo_compat", {})
     if rank_zero.get("report"):
         result["grpo_compat"] = rank_zero["report"]  # the report of the swift process, not of this launcher

@@ -10,7 +10,7 @@ import pytest
 from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
 from grpo_compat.core.registry import Patch, Target
-from grpo_compat.core.report import Status
+from grpo_compat.core.report import ONE_LINE_MARK, Status
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
 from tests.helpers import make_patch, run_python
 
@@ -200,7 +200,7 @@ def test_report_is_logged_once_and_only_on_rank_zero(rank, expected_reports):
         env={"RANK": rank, "LOCAL_RANK": rank},
     )
     assert result.returncode == 0, result.stderr
-    assert result.stderr.count("grpo_compat report (active)") == expected_reports
+    assert result.stderr.count(ONE_LINE_MARK) == expected_reports
 
 
 @pytest.mark.parametrize("imports_first", [False, True], ids=["apply-then-import", "import-then-apply"])

@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.core.engine import Engine
-from grpo_compat.core.report import Status
+from grpo_compat.core.report import ONE_LINE_MARK, Status
 from grpo_compat.swift_plugin import plugin_path
 from tests.helpers import REPO, cell_python, make_patch, smoke
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
 
 CELL = "swift-4.6"
-REPORT_LINE = "grpo_compat report (active)"
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +94,9 @@ def test_a_deferred_report_is_logged_once_when_its_module_loads_not_at_the_first
     engine.defer_report([final, "no_such_module.anywhere"])
     engine.apply()
     importlib.import_module(target)
-    assert not [m for m in logged if m.startswith(REPORT_LINE)]
+    assert not [m for m in logged if ONE_LINE_MARK in m]
     importlib.import_module(final)
-    assert len([m for m in logged if m.startswith(REPORT_LINE)]) == 1
+    assert len([m for m in logged if ONE_LINE_MARK in m]) == 1
     engine.revert()
 
 
@@ -269,6 +268,6 @@ def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python,
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-3000:]
-    assert output.count(REPORT_LINE) == 1
+    assert output.count(ONE_LINE_MARK) == 1
     assert "'rewards/MyLength/mean'" in output
     assert list(tmp_path.glob("output/**/checkpoint-*/adapter_model.safetensors"))

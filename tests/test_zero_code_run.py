@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_compat.core.report import ONE_LINE_MARK
 from tests.helpers import REPO
 
 BIN = Path(sys.executable).parent
@@ -232,7 +233,7 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
     ranks = sorted(tmp_path.glob("b.json.rank*"))
     assert len(ranks) == (1 if launcher == "python" else 2)
     assert all(json.loads(rank.read_text())["applied"] for rank in ranks)  # every rank patched
-    assert zero_code.stderr.count("grpo_compat report (active)") == 1  # once per launch, on rank 0
+    assert zero_code.stderr.count(ONE_LINE_MARK) == 1  # once per launch, on rank 0
     refused = run(*launch, *script, "--output", str(tmp_path / "c.json"), "--num-generations", "1", cwd=tmp_path)
     assert (
         refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions per prompt" in refused.stderr
@@ -268,7 +269,7 @@ def test_trl_grpo_config_trains_patched_and_an_impossible_config_is_refused(tiny
     result = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     # trl's launcher process imports trl too; the report comes from the process that trains
-    assert (result.stdout + result.stderr).count("grpo_compat report (active)") == 1
+    assert (result.stdout + result.stderr).count(ONE_LINE_MARK) == 1
     (tmp_path / "grpo.yaml").write_text(json.dumps({**config, "num_generations": 1}))
     refused = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
     assert refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions" in refused.stderr

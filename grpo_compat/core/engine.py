@@ -103,6 +103,10 @@ class Engine:
             _raise_on_strict_failures(self._states)
         return self.report()
 
+    @property
+    def report_deferred(self) -> bool:
+        return bool(self._report_after)
+
     def defer_report(self, until_any_of: Iterable[str]) -> None:
         """Log the report when one of these modules is imported, rather than at the first patch target.
 
@@ -231,7 +235,7 @@ class Engine:
             waiting = f"; waiting for {', '.join(sorted(state.waiting_for))}" if state.waiting_for else ""
             state.status, state.reason = Status.APPLIED, "wrapped " + ", ".join(state.wrapped) + waiting
             if first_time:
-                log("info", "applied %s (%s)", state.patch.id, state.patch.summary)
+                log("debug", "applied %s (%s)", state.patch.id, state.patch.summary)
         elif not state.waiting_for:
             self._give_up(state, Status.TARGET_MISSING, "none of its targets exist in this version")
 
@@ -244,7 +248,7 @@ class Engine:
         if state in self._applied_order:
             self._applied_order.remove(state)
         log(
-            "warning" if status in STRICT_FAILURES else "info",
+            "warning" if status in STRICT_FAILURES else "debug",
             "%s %s: %s",
             state.patch.id,
             status.value,
@@ -256,11 +260,14 @@ class Engine:
             self._hooks.watch(name, lambda module: self._log_report_once())
 
     def _log_report_once(self) -> None:
-        # Logged when the first target module loads rather than in apply(): by then the statuses
-        # are real, and logging has been imported by upstream anyway.
+        # Logged when the trainer's module loads (defer_report), else the first target module, rather than in
+        # apply(): by then the statuses are real, and logging has been imported by upstream anyway. One line;
+        # the table is for DEBUG, report() and doctor.
         if not self._report_logged:
             self._report_logged = True
-            log("info", "%s", self.report())
+            report = self.report()
+            log("info", "%s", report.one_line())
+            log("debug", "%s", report)
 
 
 class _Selection:

@@ -9,6 +9,7 @@ first message, not on ``import grpo_compat``.
 from __future__ import annotations
 
 import os
+import sys
 
 LOG_LEVEL_ENV = "GRPO_COMPAT_LOG_LEVEL"
 
@@ -27,9 +28,27 @@ def log(level: str, message: str, *args: object) -> None:
         if not getattr(logger, "grpo_compat_configured", False):  # not `handlers`: callers may add their own
             logger.grpo_compat_configured = True  # type: ignore[attr-defined]
             # As transformers does for its own logger: visible by default, not duplicated through root.
-            handler = logging.StreamHandler()
+            handler = _handler_above_progress_bars(logging)
             handler.setFormatter(logging.Formatter("[grpo_compat] %(levelname)s %(message)s"))
             logger.addHandler(handler)
             logger.setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
             logger.propagate = False
         getattr(logger, level)(message, *args)
+
+
+def _handler_above_progress_bars(logging):
+    """A stderr handler that prints above a running tqdm bar (the Trainer's), never onto the bar's line."""
+
+    class ProgressBarAwareHandler(logging.StreamHandler):
+        def emit(self, record: logging.LogRecord) -> None:
+            tqdm = sys.modules.get("tqdm")  # a bar exists only if upstream imported tqdm; never import it here
+            bar_class = getattr(tqdm, "tqdm", None)
+            if not getattr(bar_class, "_instances", None):
+                return super().emit(record)
+            try:
+                bar_class.write(self.format(record), file=self.stream)  # clears the bars, writes, redraws them
+            except Exception:  # noqa: BLE001 - as logging does: a handler's failure is reported, never raised
+                self.handleError(record)
+            return None
+
+    return ProgressBarAwareHandler()

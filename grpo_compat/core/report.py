@@ -43,6 +43,9 @@ class PatchReport:
         }
 
 
+# How the one line a patched run logs ends: the mark a test or a log reader counts the reports by.
+ONE_LINE_MARK = "(grpo_compat.report() or grpo-compat doctor for details)"
+
 # The patches whose wrappers are (or, before their module is imported, will be) in place.
 _WRAPPING = (Status.APPLIED, Status.PENDING)
 
@@ -96,6 +99,20 @@ class Report:
         import json
 
         return json.dumps(self.to_dict(), indent=2)
+
+    def one_line(self) -> str:
+        """What a patched run logs when nothing is wrong: how many patches act, on which versions, where to look."""
+        from grpo_compat.core.versions import GRPO_COMPAT_VERSION
+
+        applied = sum(patch.status is Status.APPLIED for patch in self.patches)
+        waiting = sum(patch.status is Status.PENDING for patch in self.patches)
+        count = f"{applied} patch{'' if applied == 1 else 'es'} active"
+        if waiting:
+            count += f" ({waiting} more when {'its module is' if waiting == 1 else 'their modules are'} imported)"
+        stack = ", ".join(
+            f"{name} {self.versions[name]}" for name in ("trl", "ms-swift", "transformers") if self.versions.get(name)
+        )
+        return f"grpo_compat {GRPO_COMPAT_VERSION}: {count} for {stack or 'this install'} {ONE_LINE_MARK}"
 
     def __str__(self) -> str:
         versions = ", ".join(f"{name} {version}" for name, version in self.versions.items() if version)

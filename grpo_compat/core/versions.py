@@ -13,6 +13,9 @@ import os
 import re
 import sys
 
+# grpo_compat's own release: the one place it is written (pyproject.toml reads it from here).
+GRPO_COMPAT_VERSION = "0.1.0"
+
 # The distributions whose drift breaks GRPO runs; report() and doctor always show these (read from
 # metadata, never imported). liger-kernel and unsloth-zoo: their GRPO losses are patched too (KF-3);
 # vllm, unsloth and bitsandbytes: the generation and quantisation paths the catalogue's skews involve.

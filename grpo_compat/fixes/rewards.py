@@ -448,7 +448,7 @@ def _dry_run(functions: list[Any], rows: list[dict], generations: int, caller: R
         log("warning", "%s", warning)
     elapsed = (time.perf_counter() - start) * 1000
     log(
-        "info",
+        "debug",
         "reward dry run (%s): %d function(s) on %d row(s) x %d completions, %.1f ms",
         caller.label,
         len(functions),
