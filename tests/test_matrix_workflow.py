@@ -10,6 +10,7 @@ import pytest
 from grpo_compat.matrix import workflow
 from grpo_compat.matrix.cells import load_cells_file
 from matrix.project import cells_file, repository_project
+from tests.helpers import REPO
 
 WORKFLOW_FILE = repository_project().workflow_file
 
@@ -125,4 +126,43 @@ def test_a_users_workflow_installs_the_wheel_their_cells_file_names(tmp_path: Pa
         patch.chdir(tmp_path)
         assert matrix_main(["workflow", "--cells-file", "ci/cells.toml"]) == 0
     text = (tmp_path / ".github" / "workflows" / "grpo-matrix.yml").read_text()
-    assert "python -m pip install ci/dist/grpo_compat-0.1.0-py3-none-any.whl" in job_block(text, "cpu")
+    assert "python -m pip install ./ci/dist/grpo_compat-0.1.0-py3-none-any.whl" in job_block(text, "cpu")
+
+
+USERS_CELLS = '[entries.train]\nscript = "train.py"\n[cells.a]\ntorch = "2.13.0"\n'
+
+
+def users_workflow(root: Path, cells: str = USERS_CELLS) -> tuple[int, str]:
+    from grpo_compat.matrix.cli import main as matrix_main
+
+    (root / "ci").mkdir(parents=True, exist_ok=True)
+    (root / "ci" / "train.py").write_text("")
+    (root / "ci" / "cells.toml").write_text(cells)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        code = matrix_main(["workflow", "--cells-file", "ci/cells.toml"])
+    target = root / ".github" / "workflows" / "grpo-matrix.yml"
+    return code, target.read_text() if target.exists() else ""
+
+
+def test_a_users_workflow_installs_grpo_compat_as_their_repository_requires_it(tmp_path: Path) -> None:
+    vcs = "grpo-compat @ git+https://example.org/team/grpo-compat.git@v0.1.0"
+    (tmp_path / "requirements-train.txt").write_text(f"trl==1.16.0\n{vcs}  # our fork\n")
+    code, text = users_workflow(tmp_path)
+    assert code == 0 and f"python -m pip install '{vcs}'" in job_block(text, "cpu")
+
+
+def test_a_users_workflow_names_a_requirement_never_a_local_path_of_this_machine(tmp_path: Path) -> None:
+    from grpo_compat import __version__
+
+    code, text = users_workflow(tmp_path)  # no grpo_compat line, no requirement in the repository
+    assert code == 0 and f"python -m pip install grpo-compat=={__version__}" in job_block(text, "cpu")
+    assert str(tmp_path) not in text and str(REPO) not in text
+
+
+def test_a_users_workflow_refuses_a_folder_outside_the_repository(tmp_path: Path, capsys) -> None:
+    outside = tmp_path / "elsewhere" / "grpo_compat"
+    outside.mkdir(parents=True)
+    code, text = users_workflow(tmp_path / "repo", f'grpo_compat = "{outside}"\n{USERS_CELLS}')
+    assert code == 2 and text == ""
+    assert "is outside the repository" in capsys.readouterr().err

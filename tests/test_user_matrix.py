@@ -192,6 +192,18 @@ def test_a_cell_whose_pins_cannot_resolve_is_a_failed_cell_with_the_reason(tmp_p
         assert record["status"] == "error" and record["reason"].startswith("env build failed: ")
         assert ("grpo-matrix-demo" in record["reason"]) or ("no-such-dist-here" in record["reason"]), record["reason"]
         assert json.loads((results / "a.json").read_text())["reason"] == record["reason"]
+    pinned = runner.run_cell(Cell("a", {"grpo_matrix_demo": "9.9"}), project, results)
+    line = ENTRY.count("\n") + 2  # the pin's line in the cells file
+    assert pinned["reason"].endswith(f'; change line {line} of {project.cells.path}: grpo_matrix_demo = "9.9"')
+
+
+def test_a_grpo_compat_requirement_that_cannot_resolve_names_its_line(tmp_path, local_index):
+    text = 'grpo_compat = "grpo-compat==99.0"\n' + ENTRY + '[cells.a]\ngrpo_matrix_demo = "1.0"\n'
+    project = user_project(cells_file(tmp_path, text), tmp_path / "envs")
+    (tmp_path / "results").mkdir()
+    record = runner.run_cell(project.cells.cells["a"], project, tmp_path / "results")
+    assert record["status"] == "error" and "grpo-compat" in record["reason"], record["reason"]
+    assert record["reason"].endswith(f'; change line 1 of {project.cells.path}: grpo_compat = "grpo-compat==99.0"')
 
 
 @pytest.mark.slow

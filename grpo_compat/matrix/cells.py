@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -175,3 +176,35 @@ def load_cells_file(path: Path, require_torch: bool = True) -> CellsFile:
     if source is not None and not isinstance(source, str):
         raise CellsFileError(f"{path}: grpo_compat = {source!r}: expected a requirement, a wheel or a folder")
     return CellsFile(Path(path), cells, default, quick, entries, source)
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip().strip("\"'")).lower()
+
+
+_TABLE = re.compile(r"^\s*\[\s*(?P<name>[^\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^\s*(?P<key>\"[^\"]+\"|'[^']+'|[\w.-]+)\s*=")
+
+
+def line_of(path: Path, table: str | None, key: str) -> tuple[int, str] | None:
+    """(line number, text) of ``key = ...`` in the TOML file's ``[table]`` (None: before any table), key
+    names compared as package names are (``grpo_compat`` is ``grpo-compat``)."""
+    wanted_table = None if table is None else [_normalised(part) for part in _split_table(table)]
+    current: list[str] | None = None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, text in enumerate(lines, 1):
+        header = _TABLE.match(text)
+        if header:
+            current = [_normalised(part) for part in _split_table(header.group("name"))]
+            continue
+        found = _KEY.match(text)
+        if found and current == wanted_table and _normalised(found.group("key")) == _normalised(key):
+            return number, text.strip()
+    return None
+
+
+def _split_table(name: str) -> list[str]:
+    return re.findall(r'"[^"]*"|\'[^\']*\'|[^.\s]+', name)

@@ -26,14 +26,14 @@ NO_PROJECT = (
 
 
 def _project(args: argparse.Namespace, repository: Callable[[], MatrixProject] | None) -> MatrixProject:
+    envs = Path(args.envs) if getattr(args, "envs", None) else None
     if args.cells_file:
-        project = user_project(Path(args.cells_file))
-    elif repository is not None:
-        project = repository()
-    else:
+        return user_project(Path(args.cells_file), envs)
+    if repository is None:
         raise InputError(NO_PROJECT)
-    if getattr(args, "envs", None):
-        project = replace(project, envs=CellEnvs(Path(args.envs).resolve(), project.envs.source))
+    project = repository()
+    if envs is not None:
+        project = replace(project, envs=CellEnvs(envs.resolve(), project.envs.source))
     return project
 
 
@@ -92,11 +92,10 @@ def _workflow(args: argparse.Namespace, project: MatrixProject) -> int:
 
     if args.cells_file:
         cells_file = Path(args.cells_file)
-        # The job installs, from the repository's root, what the cells file names (relative to itself).
-        spec = project.cells.grpo_compat or project.envs.source.spec
-        local = cells_file.parent / spec
-        install = f"pip install {shlex.quote(local.as_posix() if local.exists() else spec)}"
-        flavour = workflow.user_flavour(cells_file.as_posix(), install)
+        # The job runs from the repository's root (here: the working folder), as the workflow's paths are.
+        requirement, origin = workflow.install_requirement(project.cells, Path.cwd())
+        print(f"the workflow installs {requirement} ({origin})")
+        flavour = workflow.user_flavour(cells_file.as_posix(), f"pip install {shlex.quote(requirement)}")
         target = Path(args.output or ".github/workflows/grpo-matrix.yml")
     else:
         flavour = workflow.REPOSITORY

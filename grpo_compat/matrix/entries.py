@@ -39,16 +39,6 @@ RESULT_KEYS = {
 }
 
 
-def default_source() -> str:
-    """The grpo-compat a user's cell envs install by default: the release running this command."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"grpo-compat=={version('grpo-compat')}"
-    except PackageNotFoundError:
-        return "grpo-compat"
-
-
 @dataclass(frozen=True)
 class EntryRun(NamedRun):
     """One run of an entry in one mode (the runner's run interface)."""

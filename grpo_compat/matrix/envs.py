@@ -17,6 +17,8 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,14 +102,31 @@ def uv_command() -> list[str]:
     raise EnvBuildError("uv is not installed: run `python3 -m pip install uv`")
 
 
-def _run(command: list[str], log: Path) -> None:
+Progress = Callable[[str], None]
+HEARTBEAT_S = 30  # how often a long install step says it is still running
+
+
+def _run(command: list[str], log: Path, step: str = "", progress: Progress | None = None) -> None:
+    """Run one build step, its output into ``log``; ``progress`` hears the step, a heartbeat and its time."""
+    started = time.monotonic()
+    if progress and step:
+        progress(f"{step} ...")
     with log.open("a") as out:
         out.write("$ " + " ".join(command) + "\n")
         out.flush()
-        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-    if result.returncode != 0:
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+        while True:
+            try:
+                returncode = child.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                if progress and step:
+                    progress(f"{step}: still running after {time.monotonic() - started:.0f} s (log: {log})")
+    if progress and step and returncode == 0:
+        progress(f"{step}: done in {time.monotonic() - started:.0f} s")
+    if returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
-        raise EnvBuildError(f"{' '.join(command[:4])} ... failed (exit {result.returncode}):\n{tail}")
+        raise EnvBuildError(f"{' '.join(command[:4])} ... failed (exit {returncode}):\n{tail}")
 
 
 def _sources(cell: Cell, scratch: Path) -> list[str]:
@@ -157,7 +176,7 @@ class CellEnvs:
         expected = f"{cell.fingerprint(self.source.key())} {extras}"
         return marker.exists() and marker.read_text() == expected and (env / "bin/python").exists()
 
-    def resolve_newest(self, cell: Cell) -> Cell:
+    def resolve_newest(self, cell: Cell, progress: Progress | None = None) -> Cell:
         """The cell with each "newest" pin replaced by the newest release uv resolves today."""
         if not cell.newest:
             return cell
@@ -168,7 +187,8 @@ class CellEnvs:
         log = self._scratch() / f"{cell.name}.newest.log"
         log.write_text("")
         compile_ = [*uv_command(), "pip", "compile", "--quiet", "--python", sys.executable, "--no-header"]
-        _run([*compile_, *_sources(cell, self._scratch()), str(wanted), "-o", str(resolved)], log)
+        step = f"resolving the newest {', '.join(cell.newest)}"
+        _run([*compile_, *_sources(cell, self._scratch()), str(wanted), "-o", str(resolved)], log, step, progress)
         versions = {}
         for line in resolved.read_text().splitlines():
             name, _, version = line.split("#")[0].strip().partition("==")
@@ -180,7 +200,14 @@ class CellEnvs:
             raise EnvBuildError(f"uv resolved no version of {', '.join(missing)}")
         return cell.with_versions(found)
 
-    def ensure(self, cell: Cell, path: Path | None = None, extras: str = "", wheelhouse: Path | None = None) -> Path:
+    def ensure(
+        self,
+        cell: Cell,
+        path: Path | None = None,
+        extras: str = "",
+        wheelhouse: Path | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
         """The python of the cell's env, building it when missing or half-built.
 
         With ``wheelhouse`` nothing is downloaded: every package comes from that folder, filled
@@ -194,28 +221,38 @@ class CellEnvs:
         with open(self._scratch() / f"{env.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.is_ready(cell, env, extras):
-                self._refresh_grpo_compat(env, extras, wheelhouse)
+                self._refresh_grpo_compat(env, extras, wheelhouse, progress)
                 return python
             shutil.rmtree(env, ignore_errors=True)
             log = self._scratch() / f"{env.name}.log"
             log.write_text("")
             uv = uv_command()
             system = ["--system-site-packages"] if cell.uses_preinstalled_torch else []
-            _run([*uv, "venv", "--quiet", *system, "--python", sys.executable, str(env)], log)
+            _run(
+                [*uv, "venv", "--quiet", *system, "--python", sys.executable, str(env)],
+                log,
+                "creating the env",
+                progress,
+            )
             install = [*uv, "pip", "install", "--compile-bytecode", "--python", str(python)]
             if wheelhouse is None:
                 sources = _sources(cell, self._scratch())
-                _run([*install, *sources, *cell.requirements()], log)
+                pins = cell.requirements()
+                _run([*install, *sources, *pins], log, f"installing {', '.join(pins)}", progress)
             else:
                 # The wheelhouse's requirements.txt is the whole resolved closure (less a preinstalled torch).
                 sources = ["--offline", "--no-index", "--find-links", str(wheelhouse)]
-                _run([*install, *sources, "--no-deps", "-r", str(wheelhouse / "requirements.txt")], log)
-            _run([*install, *sources, *self.source.fresh_build(), *self.source.install_arguments(extras)], log)
+                step = f"installing from the wheelhouse {wheelhouse}"
+                _run([*install, *sources, "--no-deps", "-r", str(wheelhouse / "requirements.txt")], log, step, progress)
+            own = [*install, *sources, *self.source.fresh_build(), *self.source.install_arguments(extras)]
+            _run(own, log, f"installing grpo_compat from {self.source.spec}", progress)
             (env / SOURCE_STAMP).write_text(self.source.stamp())
             (env / ".grpo-compat-env").write_text(f"{cell.fingerprint(self.source.key())} {extras}")
         return python
 
-    def _refresh_grpo_compat(self, env: Path, extras: str, wheelhouse: Path | None) -> None:
+    def _refresh_grpo_compat(
+        self, env: Path, extras: str, wheelhouse: Path | None, progress: Progress | None = None
+    ) -> None:
         """Reinstall grpo_compat when its source changed (pyproject.toml, the wheel), not the cell's pins."""
         stamp = self.source.stamp()
         if (env / SOURCE_STAMP).exists() and (env / SOURCE_STAMP).read_text() == stamp:
@@ -223,7 +260,8 @@ class CellEnvs:
         offline = ["--offline", "--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
         install = [*uv_command(), "pip", "install", "--python", str(env / "bin" / "python"), *offline, "--no-deps"]
         arguments = [*install, *self.source.fresh_build(), *self.source.install_arguments(extras)]
-        _run(arguments, self._scratch() / f"{env.name}.log")
+        step = f"reinstalling grpo_compat from {self.source.spec} (it changed)"
+        _run(arguments, self._scratch() / f"{env.name}.log", step, progress)
         (env / SOURCE_STAMP).write_text(stamp)
 
     def fill_wheelhouse(self, cell: Cell, out: Path, preinstalled_torch: str | None = None) -> Path:

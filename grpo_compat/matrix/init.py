@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_compat.core.versions import installed_version
-from grpo_compat.matrix.entries import RESULT_KEYS, default_source
+from grpo_compat.core.versions import GRPO_COMPAT_VERSION, installed_version
+from grpo_compat.matrix.entries import RESULT_KEYS
 
 CELLS_NAME = "grpo-matrix.toml"
 SCRIPT_NAME = "grpo_smoke.py"
@@ -47,8 +47,11 @@ def cells_text(era: str | None) -> str:
 #   grpo-compat matrix run --cells-file {CELLS_NAME} --junit results/junit.xml
 #   grpo-compat matrix workflow --cells-file {CELLS_NAME}      # a GitHub Actions workflow running it nightly
 
-# Where cell envs get grpo_compat: a requirement, or a wheel / project folder (relative to this file).
-grpo_compat = "{default_source()}"
+# Where cell envs get grpo_compat. Left out: the grpo_compat running `grpo-compat matrix run` (its installed
+# files, or its checkout), so no package index needs to hold it. Or name one: a requirement
+# ("grpo-compat=={GRPO_COMPAT_VERSION}", "grpo-compat @ git+https://...") or a wheel / project folder (relative to
+# this file). `grpo-compat matrix workflow` installs the same in CI.
+# grpo_compat = "grpo-compat=={GRPO_COMPAT_VERSION}"
 
 # What each cell runs. An entry names one of:
 #   script = "train.py"            a Python script, run with the cell's interpreter (args = [...] after it)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from grpo_compat.matrix.cells import Cell, CellsFile, load_cells_file
+from grpo_compat.matrix.cells import Cell, CellsFile, CellsFileError, load_cells_file
 from grpo_compat.matrix.envs import CellEnvs, GrpoCompatSource
 
 
@@ -69,18 +69,25 @@ def default_envs_folder() -> Path:
 
 def user_project(cells_file: Path, envs: Path | None = None) -> MatrixProject:
     """The matrix of a user's cells file: its entries, each plain and patched, in every cell."""
-    from grpo_compat.matrix.entries import EntriesPlan, default_source
+    from grpo_compat.matrix.entries import EntriesPlan
+    from grpo_compat.matrix.running import RunningSourceError, running_source
 
     cells_file = cells_file.resolve()
     cells = load_cells_file(cells_file, require_torch=False)
     plan = EntriesPlan.from_cells_file(cells)
-    spec = cells.grpo_compat or default_source()
-    local = cells_file.parent / spec  # a wheel or folder named relative to the cells file
-    source = GrpoCompatSource(str(local.resolve()) if cells.grpo_compat and local.exists() else spec)
+    envs = (envs or default_envs_folder()).resolve()
+    if cells.grpo_compat is None:  # the grpo_compat running this command: no index needs to hold grpo-compat
+        try:
+            source = GrpoCompatSource(running_source(envs.parent))
+        except RunningSourceError as error:
+            raise CellsFileError(f"{cells_file}: {error}") from None
+    else:
+        local = cells_file.parent / cells.grpo_compat  # a wheel or folder named relative to the cells file
+        source = GrpoCompatSource(str(local.resolve()) if local.exists() else cells.grpo_compat)
     return MatrixProject(
         cells=cells,
         plan=plan,
-        envs=CellEnvs((envs or default_envs_folder()).resolve(), source),
+        envs=CellEnvs(envs, source),
         results=Path("grpo-matrix-results").resolve(),
         workdir=cells_file.parent,
     )

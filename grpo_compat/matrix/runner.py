@@ -24,7 +24,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from grpo_compat.matrix.cells import Cell
+from grpo_compat.matrix.cells import Cell, line_of
 from grpo_compat.matrix.envs import EnvBuildError, uv_error
 from grpo_compat.matrix.project import MatrixProject
 from grpo_compat.matrix.report import write_reports
@@ -144,6 +144,18 @@ def installed_versions_in(python: Path, cell: Cell, project: MatrixProject) -> d
     return json.loads(out.stdout)
 
 
+def _line_to_change(project: MatrixProject, cell: Cell, reason: str) -> str:
+    """The hint "; change line N of FILE: KEY = ..." for the pin (or grpo_compat line) uv names first."""
+    said = reason.lower().replace("_", "-")
+    places = [(f"cells.{cell.name}", name) for name in cell.pins] + [(None, "grpo_compat")]
+    named = [(said.find(key.lower().replace("_", "-")), table, key) for table, key in places]
+    for _, table, key in sorted(place for place in named if place[0] >= 0):
+        found = line_of(project.cells.path, table, key)
+        if found:
+            return f"; change line {found[0]} of {project.cells.path}: {found[1]}"
+    return ""
+
+
 def run_cell(
     cell: Cell,
     project: MatrixProject,
@@ -175,12 +187,13 @@ def run_cell(
     try:
         try:
             if cell.newest:
-                progress(f"{cell.name}: resolving the newest {', '.join(cell.newest)}")
-                cell = project.envs.resolve_newest(cell)
+                cell = project.envs.resolve_newest(cell, lambda message: progress(f"{cell.name}: {message}"))
                 record["pins"] = cell.pins
             cached = project.envs.is_ready(cell)
             progress(f"{cell.name}: {'reusing' if cached else 'building'} env")
-            python = project.envs.ensure(cell, wheelhouse=wheelhouse)
+            python = project.envs.ensure(
+                cell, wheelhouse=wheelhouse, progress=lambda message: progress(f"{cell.name}: {message}")
+            )
         except EnvBuildError as error:
             record["env"] = {
                 "status": "failed",
@@ -188,8 +201,9 @@ def run_cell(
                 "cached": False,
                 "error": str(error),
             }
-            record["reason"] = f"env build failed: {uv_error(error)}"
-            progress(f"{cell.name}: env build FAILED ({uv_error(error)})")
+            why = f"{uv_error(error)}{_line_to_change(project, cell, uv_error(error))}"
+            record["reason"] = f"env build failed: {why}"
+            progress(f"{cell.name}: env build FAILED ({why})")
             return record
         record["env"] = {
             "status": "ok",

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_compat.matrix.cells import CellsFile
+from grpo_compat.matrix.cells import CellsFile, CellsFileError
 
 GPU_DEVICE = "cuda"
 
@@ -234,3 +235,84 @@ def stale_diff(path: Path, wanted: str) -> str:
         current.splitlines(keepends=True), wanted.splitlines(keepends=True), str(path), "generated"
     )
     return "".join(diff)
+
+
+def install_requirement(cells: CellsFile, root: Path) -> tuple[str, str]:
+    """What the user's workflow passes to ``pip install`` for grpo-compat, and where that came from.
+
+    Never an absolute path of this machine: what the cells file names (a requirement, a VCS URL, or a wheel or
+    folder inside the repository, relative to its root), else how the repository itself requires grpo-compat
+    (a requirements file or pyproject.toml), else how the running grpo-compat was installed (a VCS URL, a
+    folder inside the repository), else the running release from the package index.
+    """
+    named = cells.grpo_compat
+    if named is not None:
+        local = cells.path.parent / named
+        if local.exists():
+            return _inside(local, root, f"{cells.path}: grpo_compat = {named!r}"), f"grpo_compat in {cells.path.name}"
+        if _looks_like_a_path(named):
+            raise CellsFileError(f"{cells.path}: grpo_compat = {named!r}: no such wheel or folder")
+        return named, f"grpo_compat in {cells.path.name}"
+    found = requirement_in_repository(root)
+    if found is not None:
+        return found
+    from grpo_compat.matrix.running import DISTRIBUTION, checkout_folder, direct_url
+
+    folder = checkout_folder()
+    if folder is not None and folder.resolve().is_relative_to(root.resolve()):
+        return _inside(folder, root, "the running grpo_compat"), "the grpo_compat checkout in this repository"
+    url = direct_url()
+    if url is not None:
+        return f"{DISTRIBUTION} @ {url}", "the VCS URL the running grpo-compat was installed from"
+    from grpo_compat.core.versions import GRPO_COMPAT_VERSION
+
+    return f"{DISTRIBUTION}=={GRPO_COMPAT_VERSION}", (
+        "the running release, from the package index: if your CI cannot get it there, set grpo_compat in the "
+        "cells file to a requirement, a VCS URL, or a wheel or folder in your repository"
+    )
+
+
+_REQUIREMENT_FILES = ("requirements*.txt", "requirements/*.txt", "*requirements*.txt")
+_NAMES_GRPO_COMPAT = re.compile(r"(?:^|[\s/@=#])grpo[-_]compat(?:$|[\s\[=<>!~;@#,.]|\.git)", re.IGNORECASE)
+
+
+def requirement_in_repository(root: Path) -> tuple[str, str] | None:
+    """The first requirement naming grpo-compat in the repository's requirements files or pyproject.toml."""
+    for pattern in _REQUIREMENT_FILES:
+        for path in sorted(root.glob(pattern)):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                line = line.split(" #")[0].strip()
+                if line and not line.startswith("#") and _NAMES_GRPO_COMPAT.search(line):
+                    return line.removeprefix("-e ").strip(), f"{path.relative_to(root).as_posix()}"
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        from grpo_compat.matrix.cells import tomllib
+
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            return None
+        project = data.get("project", {})
+        if project.get("name", "").replace("_", "-").lower() == "grpo-compat":
+            return ".", "this repository (grpo-compat itself)"
+        groups = [project.get("dependencies", []), *project.get("optional-dependencies", {}).values()]
+        groups += list(data.get("dependency-groups", {}).values())
+        for requirement in (item for group in groups for item in group if isinstance(item, str)):
+            if _NAMES_GRPO_COMPAT.search(" " + requirement):
+                return requirement, "pyproject.toml"
+    return None
+
+
+def _inside(path: Path, root: Path, what: str) -> str:
+    try:
+        relative = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise CellsFileError(
+            f"{what} is outside the repository ({root}): a CI job cannot install it from there; name a "
+            "requirement, a VCS URL, or a wheel or folder inside the repository"
+        ) from None
+    return relative if relative.startswith((".", "/")) or relative == "." else f"./{relative}"
+
+
+def _looks_like_a_path(spec: str) -> bool:
+    return "://" not in spec and " @ " not in spec and (spec.startswith((".", "/", "~")) or spec.endswith(".whl"))
