@@ -208,7 +208,8 @@ def test_a_grpo_compat_requirement_that_cannot_resolve_names_its_line(tmp_path, 
 
 @pytest.mark.slow
 def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp_path):
-    """The user's side, end to end: no checkout, the wheel in a fresh env, their cells and script."""
+    """The user's side, end to end: no checkout, the wheel in a fresh env, no package index that holds
+    grpo-compat (the cells file names none: cell envs get the running install's files), their cells and script."""
     dist = tmp_path / "dist"
     built = subprocess.run(
         ["uv", "build", "--wheel", "--out-dir", str(dist), str(REPO)], capture_output=True, text=True, timeout=600
@@ -229,9 +230,23 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
         env=env,
     )
     assert where.stdout.startswith(str(fresh)), where  # the wheel's package, not this checkout's
+    grpo_compat = str(fresh / "bin/grpo-compat")
+    # The wheel alone: --version, `check` on a YAML config (PyYAML comes with it), doctor without trl.
+    version = subprocess.run([grpo_compat, "--version"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("grpo-compat "), version
+    (tmp_path / "bad.yaml").write_text("per_device_train_batch_size: 3\nnum_generations: 4\n")
+    check = subprocess.run(
+        [grpo_compat, "check", "bad.yaml", "--trl-version", "1.16.0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert check.returncode == 1 and "num_generations" in check.stdout, check.stdout + check.stderr
+    doctor = subprocess.run([grpo_compat, "doctor"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert "Nothing to patch here: neither trl nor ms-swift is installed" in doctor.stdout, doctor.stdout
 
     project = tmp_path / "project"
-    grpo_compat = str(fresh / "bin/grpo-compat")
     init = subprocess.run(
         [grpo_compat, "matrix", "init", str(project)], capture_output=True, text=True, env=env, cwd=tmp_path
     )
@@ -252,7 +267,7 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     pinned = default.cells[default.default]
     pins = "".join(f'{name} = "{version}"\n' for name, version in pinned.pins.items())
     text = (project / CELLS_NAME).read_text().replace("[entries.smoke]", f"{USER_ENTRIES}\n[entries.smoke]")
-    text = text.replace('grpo_compat = "', f'grpo_compat = "{wheel_path}"\n# was: "', 1)
+    assert "\ngrpo_compat =" not in text  # init names none: the running grpo_compat
     text += f'\n[cells.pinned]\n{pins}exclude_newer = "{pinned.exclude_newer}"\n'
     (project / CELLS_NAME).write_text(text)
 
@@ -280,6 +295,9 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
         timeout=1800,
     )
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-3000:]
+    assert "pinned: installing grpo_compat from " in run.stdout and ": done in " in run.stdout, run.stdout[-3000:]
+    (packed,) = (tmp_path / "running-grpo-compat").glob("grpo_compat-*.whl")  # beside the envs folder
+    assert zipfile.ZipFile(packed).testzip() is None
     record = json.loads((results / "pinned.json").read_text())
     assert record["status"] == "pass" and record["versions"]["trl"] == pinned.pins["trl"]
     outcomes = {r["name"]: (r["status"], r["outcome"]) for r in record["runs"]}
