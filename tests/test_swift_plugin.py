@@ -254,7 +254,7 @@ def readme_block(language: str, must_contain: str) -> str:
 
 @pytest.mark.slow
 def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python, model_dir, tmp_path):
-    command = readme_block("bash", "--external_plugins")
+    command = readme_block("bash", "--reward_funcs my_length")  # the full example, not the quick start line
     rewards = readme_block("python", "# my_rewards.py")
     (tmp_path / "my_rewards.py").write_text(rewards)
     dataset = re.search(r"--dataset (\S+)", command).group(1)
