@@ -64,10 +64,21 @@ def test_completions_cut_at_the_limit_for_five_steps_are_named_with_the_limit(mo
     ]
 
 
-def test_zero_advantages_from_truncated_completions_name_the_truncation_as_the_cause(model_dir, tmp_path):
+def test_a_constant_reward_with_every_completion_cut_is_blamed_on_the_reward_not_the_limit(model_dir, tmp_path):
+    # The dry run saw the reward give different texts one value: a longer max_completion_length cannot help.
     result = patched_run(model_dir, tmp_path, "max_completion_length=2", flags=("--reward", "constant"))
     (warning,) = result["watchdog_warnings"]
-    assert "Likely cause: every completion was cut at max_completion_length=2" in warning
+    assert "Likely cause: every completion of a prompt got the same reward" in warning
+    assert "reward function 'constant_reward' gave different completions" in warning
+    assert "raise max_completion_length" not in warning
+
+
+def test_every_completion_cut_and_masked_is_blamed_on_the_masking_not_on_peft(model_dir, tmp_path):
+    result = patched_run(model_dir, tmp_path, "max_completion_length=2", "mask_truncated_completions=True")
+    assert result["status"] == "ok", result["error"]
+    (warning,) = result["watchdog_warnings"]
+    assert "mask_truncated_completions=True leaves truncated completions out of the loss" in warning
+    assert "PEFT" not in warning
 
 
 def test_rewards_that_are_all_none_are_named_as_unscored_not_as_an_optimizer_fault(model_dir, tmp_path):

@@ -78,9 +78,34 @@ def test_unchanged_weights_after_real_optimizer_steps_name_no_cause_the_evidence
     assert "not seen: the learning rate, the gradients, the rewards" in finding.problem
 
 
-def test_zero_gradients_with_reward_spread_seen_blame_the_loss_path_not_the_rewards():
-    finding = diagnose(healthy(changed_elements=0, grad_norms=[0.0, 0.0], zero_spread=[False, False]), SETTINGS)
-    assert finding.cause.startswith("the loss does not reach the trainable parameters")
+ZERO_GRADIENTS = {"changed_elements": 0, "grad_norms": [0.0, 0.0]}
+ALL_CUT = {"truncated": [1.0, 1.0], "max_completion_length": 2}
+
+
+def test_zero_gradients_with_reward_spread_blame_peft_checkpointing_only_on_a_peft_run_with_it():
+    peft = diagnose(healthy(**ZERO_GRADIENTS, zero_spread=[False, False], peft_with_checkpointing=True), SETTINGS)
+    assert peft.cause.startswith("the loss does not reach the trainable parameters (PEFT")
+    for other in ({}, {"masks_truncated": True, **ALL_CUT}):
+        finding = diagnose(healthy(**ZERO_GRADIENTS, zero_spread=[False, False], **other), SETTINGS)
+        assert "PEFT" not in finding.cause + finding.fix, finding
+
+
+def test_zero_gradients_with_every_completion_cut_and_masked_blame_the_masking():
+    masked = diagnose(healthy(**ZERO_GRADIENTS, zero_spread=[False, False], masks_truncated=True, **ALL_CUT), SETTINGS)
+    assert "mask_truncated_completions=True leaves truncated completions out of the loss" in masked.cause
+    assert "max_completion_length=2" in masked.cause and "mask_truncated_completions=False" in masked.fix
+    # Whatever the rewards did: flat rewards too leave no token in the loss.
+    flat = diagnose(healthy(**ZERO_GRADIENTS, zero_spread=[True, True], masks_truncated=True, **ALL_CUT), SETTINGS)
+    assert "mask_truncated_completions=True" in flat.cause
+    for other in ({"masks_truncated": False, **ALL_CUT}, {"masks_truncated": True, "truncated": [0.2, 0.3]}):
+        finding = diagnose(healthy(**ZERO_GRADIENTS, zero_spread=[False, False], **other), SETTINGS)
+        assert "mask_truncated_completions" not in finding.cause, finding
+
+
+def test_zero_gradients_with_reward_spread_and_no_other_evidence_blame_nothing_and_say_what_was_seen():
+    finding = diagnose(healthy(**ZERO_GRADIENTS, zero_spread=[False, False]), SETTINGS)
+    assert finding.cause == "not determined from what the watchdog could see"
+    assert "reward spread in 2 of 2 batches" in finding.problem
 
 
 def test_all_none_rewards_are_named_as_unscored():
@@ -105,9 +130,31 @@ def test_truncation_is_named_after_five_steps_in_a_row_of_nearly_all_completions
     assert "hit max_completion_length=256 in every batch of 5 optimizer steps in a row" in finding.problem
 
 
-def test_zero_advantages_while_every_completion_is_cut_name_the_truncation():
-    finding = diagnose(healthy(changed_elements=0, zero_spread=[True, True], truncated=[1.0, 1.0]), SETTINGS)
-    assert finding.cause.startswith("every completion was cut at max_completion_length")
+def test_zero_advantages_while_every_completion_is_cut_blame_the_cut_when_the_dry_run_saw_rewards_vary():
+    finding = diagnose(healthy(changed_elements=0, zero_spread=[True, True], constant_rewards=[], **ALL_CUT), SETTINGS)
+    assert finding.cause.startswith("every completion was cut at max_completion_length=2")
+    assert finding.fix.startswith("raise max_completion_length")
+
+
+def test_zero_advantages_of_a_reward_constant_on_the_dry_run_blame_the_reward_not_the_cut():
+    evidence = healthy(changed_elements=0, zero_spread=[True, True], constant_rewards=["constant_reward"], **ALL_CUT)
+    finding = diagnose(evidence, SETTINGS)
+    assert finding.cause.startswith("every completion of a prompt got the same reward")
+    assert "'constant_reward'" in finding.cause and "max_completion_length" not in finding.fix
+
+
+def test_zero_advantages_while_every_completion_is_cut_without_a_dry_run_name_both_causes():
+    finding = diagnose(healthy(changed_elements=0, zero_spread=[True, True], **ALL_CUT), SETTINGS)
+    assert finding.cause.startswith("either every completion was cut at max_completion_length=2")
+    assert "or the reward gives every completion the same value whatever its text" in finding.cause
+
+
+def test_zero_advantages_with_completions_that_finish_blame_the_reward_alone():
+    for constant in (None, [], ["r"]):
+        evidence = healthy(changed_elements=0, zero_spread=[True, True], constant_rewards=constant, truncated=[0.1])
+        finding = diagnose(evidence, SETTINGS)
+        assert finding.cause.startswith("every completion of a prompt got the same reward")
+        assert "max_completion_length" not in finding.cause
 
 
 @given(

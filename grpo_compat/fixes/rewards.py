@@ -26,6 +26,7 @@ import math
 import numbers
 import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -332,7 +333,10 @@ class DryRun:
                 f"{self.caller.inf_effect}"
             )
         groups = [values[i : i + self.generations] for i in range(0, len(values), self.generations)]
-        if self.generations > 1 and all(len(set(group)) == 1 and group[0] is not None for group in groups):
+        constant = self.generations > 1 and all(len(set(group)) == 1 and group[0] is not None for group in groups)
+        if self.generations > 1:
+            _remember_verdict(self.function, constant)
+        if constant:
             warnings.append(
                 f"reward function {self.name!r} gave all {self.generations} different completions of each prompt the "
                 f"same reward ({groups[0][0]!r}) in the dry run: fine if it scores only correct answers, which the "
@@ -561,3 +565,36 @@ def count_checked(function: Any, caller: RewardCaller) -> Any:
         return check(function(*args, **kwargs), args, kwargs)
 
     return functools.update_wrapper(checked, function)
+
+
+# What the dry run saw of each reward function: True when it gave every made-up completion of a prompt the same
+# reward. The learning watchdog reads it as evidence (a constant reward is not helped by a longer completion).
+_VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _remember_verdict(function: Any, constant: bool) -> None:
+    with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced: no evidence, no harm
+        _VERDICTS[function] = constant
+
+
+def constant_on_dry_run(reward_funcs: Any) -> list[str] | None:
+    """Names of the reward functions the dry run found constant per prompt; None when it judged not all of them."""
+    functions = python_reward_functions(reward_funcs)
+    if not functions:
+        return None
+    constant = []
+    for function in functions:
+        original = inspect.unwrap(function)  # the count check's twin wraps the function the dry run called
+        verdict = next((_VERDICTS.get(f) for f in (function, original) if _is_weakly_keyed(f)), None)
+        if verdict is None:
+            return None
+        if verdict:
+            constant.append(name_of(original))
+    return constant
+
+
+def _is_weakly_keyed(function: Any) -> bool:
+    try:
+        return function in _VERDICTS
+    except TypeError:
+        return False

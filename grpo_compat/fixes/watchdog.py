@@ -107,6 +107,11 @@ class Evidence:
     nonfinite_step: int | None = None
     infinite_rewards: list[bool] = field(default_factory=list)  # per step: a batch's mean reward was inf
     unscored: list[bool] = field(default_factory=list)  # per step: every batch's mean reward was NaN (all None)
+    # The reward dry run's verdict: the functions that gave a prompt's different made-up completions one reward
+    # ([]: every function's reward varied with the text; None: not judged, e.g. the dry run was off).
+    constant_rewards: list[str] | None = None
+    masks_truncated: bool = False  # mask_truncated_completions: a truncated completion's tokens leave the loss
+    peft_with_checkpointing: bool = False  # a PEFT model trained with gradient checkpointing
 
     @property
     def changed_fraction(self) -> float:
@@ -117,6 +122,17 @@ class Evidence:
 
     def longest_truncated_run(self) -> int:
         return _longest_run([fraction >= NEARLY_ALL for fraction in self.truncated])
+
+    def always_truncated(self) -> bool:
+        """Nearly every completion of every step seen was cut at max_completion_length."""
+        return bool(self.truncated) and all(fraction >= NEARLY_ALL for fraction in self.truncated)
+
+    def limit(self) -> str:
+        return (
+            f"max_completion_length={self.max_completion_length}"
+            if self.max_completion_length
+            else ("max_completion_length")
+        )
 
 
 def _longest_run(flags: list[bool]) -> int:
@@ -209,6 +225,14 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
     problem = f"after {steps} optimizer steps {moved} ({evidence.changed_fraction:.1%})"
     if _all_zero(evidence.learning_rates):
         return Finding(problem, "the learning rate is 0", "set learning_rate > 0 (check the warmup / scheduler)")
+    if unchanged and _all_zero(evidence.grad_norms) and evidence.masks_truncated and evidence.always_truncated():
+        # Whatever the rewards: with every completion masked out of the loss, no token is left to learn from.
+        return Finding(
+            problem + "; every gradient was exactly 0",
+            f"every completion hit {evidence.limit()} and mask_truncated_completions=True leaves truncated "
+            "completions out of the loss, so no token was left to learn from",
+            "raise max_completion_length so that completions can finish, or set mask_truncated_completions=False",
+        )
     if evidence.zero_spread and all(evidence.zero_spread):
         return _zero_advantage(problem, evidence)
     if any(evidence.infinite_rewards):
@@ -225,16 +249,7 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
             "make at least one reward function return a number for the completions it can judge",
         )
     if unchanged and _all_zero(evidence.grad_norms):
-        spread_seen = any(not flat for flat in evidence.zero_spread)
-        return Finding(
-            problem + "; every gradient was exactly 0",
-            "the loss does not reach the trainable parameters (PEFT with gradient checkpointing and no input gradients)"
-            if spread_seen
-            else "zero advantages, or a loss that does not reach the trainable parameters (PEFT with gradient "
-            "checkpointing and no input gradients)",
-            "check that rewards differ within a group; with PEFT + gradient checkpointing call "
-            "model.enable_input_require_grads() or use gradient_checkpointing_kwargs={'use_reentrant': False}",
-        )
+        return _zero_gradients(problem + "; every gradient was exactly 0", evidence)
     if evidence.low_precision_weights:
         return Finding(
             problem,
@@ -280,19 +295,76 @@ def _what_was_seen(evidence: Evidence) -> str:
     return text + (f"; not seen: {', '.join(unseen)}" if unseen else "")
 
 
-def _zero_advantage(problem: str, evidence: Evidence) -> Finding:
-    if evidence.truncated and all(fraction >= NEARLY_ALL for fraction in evidence.truncated):
-        limit = evidence.max_completion_length
+_PEFT_NO_INPUT_GRADS = (
+    "the loss does not reach the trainable parameters (PEFT with gradient checkpointing and no input gradients)"
+)
+_PEFT_FIX = (
+    "with PEFT + gradient checkpointing call model.enable_input_require_grads() or use "
+    "gradient_checkpointing_kwargs={'use_reentrant': False}"
+)
+
+
+def _zero_gradients(problem: str, evidence: Evidence) -> Finding:
+    """Every gradient exactly 0: name what the run showed (flat rewards, PEFT with checkpointing), nothing else."""
+    spread_seen = any(not flat for flat in evidence.zero_spread)
+    peft = evidence.peft_with_checkpointing
+    if spread_seen and peft:
+        return Finding(problem, _PEFT_NO_INPUT_GRADS, _PEFT_FIX)
+    if not evidence.zero_spread and peft:
         return Finding(
             problem,
-            f"every completion was cut at max_completion_length{f'={limit}' if limit else ''}, so each reward saw "
-            "truncated text and scored the completions of a prompt alike: every advantage is 0",
+            f"zero advantages, or {_PEFT_NO_INPUT_GRADS}",
+            f"check that rewards differ within a group; {_PEFT_FIX}",
+        )
+    if not evidence.zero_spread:
+        return Finding(
+            problem + _what_was_seen(evidence),
+            "zero advantages (every completion of a prompt scored alike) is the likeliest; the reward spread was "
+            "not seen",
+            "check frac_reward_zero_std / reward_std, and that the loss depends on the trainable parameters",
+        )
+    return Finding(problem + _what_was_seen(evidence), *_UNEXPLAINED)
+
+
+_SAME_REWARD = (
+    "every completion of a prompt got the same reward, so every advantage (reward minus the group mean) "
+    "is 0 and the policy gradient vanishes; KL stays 0"
+)
+_DISCRIMINATE = (
+    "make the reward discriminate between completions (check frac_reward_zero_std / reward_std), raise "
+    "num_generations or the sampling temperature"
+)
+
+
+def _zero_advantage(problem: str, evidence: Evidence) -> Finding:
+    """Zero advantages, and why: the reward itself, or completions cut alike, ordered by the run's own evidence."""
+    if not evidence.always_truncated():
+        return Finding(problem, _SAME_REWARD, _DISCRIMINATE)
+    cut = (
+        f"every completion was cut at {evidence.limit()}, so each reward saw truncated text and scored the "
+        "completions of a prompt alike"
+    )
+    constant = evidence.constant_rewards
+    if constant:  # the dry run saw these give different texts one reward: a longer limit cannot help
+        names = ", ".join(repr(name) for name in constant)
+        return Finding(
+            problem,
+            f"{_SAME_REWARD}: reward function {names} gave different completions of a prompt the same reward in "
+            f"the dry run too, whatever their text (every completion was also cut at {evidence.limit()}, which a "
+            "constant reward does not notice)",
+            _DISCRIMINATE,
+        )
+    if constant == []:  # every reward varied with the text in the dry run: the cut made the completions alike
+        return Finding(
+            problem,
+            f"{cut} (the rewards varied with the text in the dry run); less likely, the reward cannot tell these "
+            "completions apart",
             "raise max_completion_length, or make the reward score partial answers",
         )
     return Finding(
         problem,
-        "every completion of a prompt got the same reward, so every advantage (reward minus the group mean) "
-        "is 0 and the policy gradient vanishes; KL stays 0",
-        "make the reward discriminate between completions (check frac_reward_zero_std / reward_std), raise "
-        "num_generations or the sampling temperature",
+        f"either {cut}, or the reward gives every completion the same value whatever its text (the reward was not "
+        "dry-run, so the watchdog cannot tell which)",
+        "check the reward on finished answers first (a longer limit cannot help a constant reward); if it depends "
+        "on how a completion ends, raise max_completion_length",
     )

@@ -167,6 +167,14 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
             self._before = self._sample.read()
             self.evidence.trainable_elements = self._sample.trainable_elements
             self.evidence.max_completion_length = getattr(args, "max_completion_length", None)
+            self.evidence.masks_truncated = bool(getattr(args, "mask_truncated_completions", False))
+            checkpointing = getattr(model, "is_gradient_checkpointing", False) or getattr(
+                args, "gradient_checkpointing", False
+            )
+            self.evidence.peft_with_checkpointing = hasattr(model, "peft_config") and bool(checkpointing)
+            from grpo_compat.fixes.rewards import constant_on_dry_run
+
+            self.evidence.constant_rewards = constant_on_dry_run(getattr(trainer, "reward_funcs", None))
             optimizer = kwargs.get("optimizer")
             import torch
 
