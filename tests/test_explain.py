@@ -308,3 +308,16 @@ def test_explains_old_version_flag_is_refused_naming_its_new_name(capsys):
     assert capsys.readouterr().err == (
         "grpo-compat explain: --version PACKAGE==VERSION is now --package-version PACKAGE==VERSION\n"
     )
+
+
+def test_a_log_of_metric_lines_alone_shows_divergence():
+    lines = [
+        "{'loss': 0.0123, 'grad_norm': 0.41, 'learning_rate': 1e-05, 'kl': 0.0, 'epoch': 0.1}",
+        "{'loss': 0.0098, 'grad_norm': 0.37, 'learning_rate': 1e-05, 'kl': 0.001, 'epoch': 0.2}",
+        "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'kl': nan, 'epoch': 0.3}",
+    ]
+    explanation = explain("\n".join(lines) + "\n", installed={"trl": "1.16.0"})
+    assert [match.failure.id for match in explanation.matches] == ["training-diverged"]
+    assert not explanation.matches[0].certain  # a metric is a hint, never certain
+    healthy = explain("\n".join(lines[:2]) + "\n", installed={"trl": "1.16.0"})
+    assert healthy.matches == []
