@@ -10,9 +10,6 @@ waits for its upstream module to be imported and is applied then.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import GRPOCompatError, GRPOSettingsError, LaunchError, PatchFailedError, UnknownPatchError
 from grpo_compat.core.report import Report, Status
 
@@ -30,7 +27,27 @@ __all__ = [
     "revert",
 ]
 
-_engine = Engine()
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from grpo_compat.core.engine import Engine
+
+
+def _engine_here() -> Engine:
+    """The process's engine, built on first use: importing the package (grpo-compat's commands do) stays cheap."""
+    engine = globals().get("_engine")
+    if engine is None:
+        from grpo_compat.core.engine import Engine
+
+        engine = globals()["_engine"] = Engine()
+    return engine
+
+
+def __getattr__(name: str):
+    if name == "_engine":  # grpo_compat._engine: the ms-swift plugin and the startup hook of `grpo-compat run`
+        return _engine_here()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> Report:
@@ -42,7 +59,7 @@ def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterabl
     """
     from grpo_compat import crash_explanation
 
-    report = _engine.apply(strict=strict, only=only, skip=skip)
+    report = _engine_here().apply(strict=strict, only=only, skip=skip)
     crash_explanation.install()  # a crash that is a known failure gets its explanation (GRPO_COMPAT_EXPLAIN=0: off)
     return report
 
@@ -52,9 +69,9 @@ def revert() -> Report:
     from grpo_compat import crash_explanation
 
     crash_explanation.uninstall()
-    return _engine.revert()
+    return _engine_here().revert()
 
 
 def report() -> Report:
     """Per patch: status and reason; plus the installed versions of the upstream stack."""
-    return _engine.report()
+    return _engine_here().report()

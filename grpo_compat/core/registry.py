@@ -3,8 +3,8 @@
 A patch module under ``patches/<upstream library>/`` declares its fix with :func:`patch` (one wrapper
 for its targets) or :func:`patch_each` (a wrapper per target); its module docstring is the patch's
 record (symptom, upstream issue, affected versions, when to delete it).
-Plain classes rather than dataclasses: this module is on the import path of ``apply()``, which
-must stay within a few milliseconds.
+Plain classes rather than dataclasses, and ``typing`` only for type checkers: this module is on the
+import path of ``apply()``, which must stay within a few milliseconds.
 """
 
 from __future__ import annotations
@@ -12,15 +12,18 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from grpo_compat.core.versions import distribution_of, parse_window
 
-# wrapper(wrapped, *args, **kwargs): runs instead of the target and decides whether to call it.
-Wrapper = Callable[..., Any]
-# detect(module of the first target) -> None when the fix is needed here, else the reason it is not.
-Detector = Callable[[Any], "str | None"]
+TYPE_CHECKING = False  # typing costs milliseconds of apply(): imported by type checkers only
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    # wrapper(wrapped, *args, **kwargs): runs instead of the target and decides whether to call it.
+    Wrapper = Callable[..., Any]
+    # detect(module of the first target) -> None when the fix is needed here, else the reason it is not.
+    Detector = Callable[[Any], "str | None"]
 
 
 class Target:
@@ -128,7 +131,7 @@ def _not_loaded(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("a declared patch's wrapper runs only after Declaration.load()")
 
 
-INDEX_MODULE = "grpo_compat.patches._index"
+INDEX_MODULE = "grpo_compat.patch_index"
 STALE_INDEX = f"{INDEX_MODULE} is out of date: run python -m grpo_compat.tools.regenerate"
 
 
@@ -220,10 +223,14 @@ _DECLARED: list[Declaration] = []
 def declared_patches() -> list[Declaration]:
     """Every shipped patch, sorted by id, read from the generated index: no patch module is imported."""
     if not _DECLARED:
-        _patches_package()
         index = importlib.import_module(INDEX_MODULE)
         _DECLARED.extend(Declaration(**entry) for entry in index.PATCHES)
     return list(_DECLARED)
+
+
+def declared_wrapping_order() -> tuple[str, ...]:
+    """:func:`wrapping_order` as the generated index holds it: no patch module, not even the package, is imported."""
+    return tuple(importlib.import_module(INDEX_MODULE).WRAPPING_ORDER)
 
 
 def wrapping_order() -> tuple[str, ...]:
@@ -231,8 +238,7 @@ def wrapping_order() -> tuple[str, ...]:
 
     Reads the package's ``__init__`` only: the patch modules need not be imported for it.
     """
-    import grpo_compat.patches as package
-
+    package = _patches_package()
     return tuple(package.WRAPPING_ORDER)
 
 
@@ -242,7 +248,7 @@ def _module_names(paths: list[str], prefix: str) -> list[str]:
     for path in paths:
         for entry in sorted(os.listdir(path)):
             full = os.path.join(path, entry)
-            if entry.endswith(".py") and not entry.startswith("_"):  # not __init__, not the generated _index
+            if entry.endswith(".py") and entry != "__init__.py":
                 names.append(f"{prefix}.{entry[:-3]}")
             elif os.path.isfile(os.path.join(full, "__init__.py")):
                 names.append(f"{prefix}.{entry}")
