@@ -31,7 +31,7 @@ from grpo_compat.core.registry import patch
 )
 def check_grpo_arguments(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
     # Shared with the ms-swift plugin, which checks the arguments this wrapper is too late for.
-    from grpo_compat.tools.preflight import refuse_impossible_swift_grpo
+    from grpo_compat.fixes.swift_settings import refuse_impossible_swift_grpo
 
     refuse_impossible_swift_grpo(arguments)
     return wrapped(arguments, *args, **kwargs)
