@@ -72,6 +72,11 @@ def test_a_patch_names_its_failure_records_in_its_declaration(patch):
         f'catalogue="<record id>", requires=..., ...) (records: grpo_compat/catalogue/failures.toml), '
         f"then run {COMMAND}"
     )
+    # The index names the module apply() imports to load the patch: the one holding its (first) wrapper.
+    assert patch.module.startswith("grpo_compat.patches."), (
+        f"{patch.id}: its wrapper is defined in {patch.module}; define it in the patch module (a thin function "
+        "calling the logic there), so that the index names the patch module"
+    )
     unknown = [record for record in patch.catalogue if record not in RECORDS]
     assert not unknown, f"{patch.id}: catalogue= names {unknown}, which grpo_compat/catalogue/failures.toml lacks"
     for section in ("Catalogue:", "Affects:"):
