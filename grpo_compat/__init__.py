@@ -10,9 +10,6 @@ waits for its upstream module to be imported and is applied then.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import GRPOCompatError, GRPOSettingsError, LaunchError, PatchFailedError, UnknownPatchError
 from grpo_compat.core.report import Report, Status
 from grpo_compat.core.versions import GRPO_COMPAT_VERSION as __version__
@@ -31,7 +28,27 @@ __all__ = [
     "revert",
 ]
 
-_engine = Engine()
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from grpo_compat.core.engine import Engine
+
+
+def _engine_here() -> Engine:
+    """The process's engine, built on first use: importing the package (grpo-compat's commands do) stays cheap."""
+    engine = globals().get("_engine")
+    if engine is None:
+        from grpo_compat.core.engine import Engine
+
+        engine = globals()["_engine"] = Engine()
+    return engine
+
+
+def __getattr__(name: str):
+    if name == "_engine":  # grpo_compat._engine: the ms-swift plugin and the startup hook of `grpo-compat run`
+        return _engine_here()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> Report:
@@ -44,11 +61,12 @@ def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterabl
     from grpo_compat import crash_explanation
     from grpo_compat.fixes.detectors import GRPO_TRAINER_MODULES
 
-    if not _engine.report_deferred:  # the zero-code hook and the swift plugin say when themselves
+    engine = _engine_here()
+    if not engine.report_deferred:  # the zero-code hook and the swift plugin say when themselves
         # The report is logged once the GRPO trainer's module is imported: every patch on the training path
         # has applied by then, so the one line never counts one as waiting that is applied a moment later.
-        _engine.defer_report(GRPO_TRAINER_MODULES)
-    report = _engine.apply(strict=strict, only=only, skip=skip)
+        engine.defer_report(GRPO_TRAINER_MODULES)
+    report = engine.apply(strict=strict, only=only, skip=skip)
     crash_explanation.install()  # a crash that is a known failure gets its explanation (GRPO_COMPAT_EXPLAIN=0: off)
     return report
 
@@ -58,9 +76,9 @@ def revert() -> Report:
     from grpo_compat import crash_explanation
 
     crash_explanation.uninstall()
-    return _engine.revert()
+    return _engine_here().revert()
 
 
 def report() -> Report:
     """Per patch: status and reason; plus the installed versions of the upstream stack."""
-    return _engine.report()
+    return _engine_here().report()

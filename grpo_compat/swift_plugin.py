@@ -82,14 +82,15 @@ def check_arguments_being_parsed(arguments: Any, report: Any) -> None:
     apply() wrapped the class while this object's ``__post_init__`` was already running, so their
     wrappers are called here with a ``__post_init__`` that does nothing: upstream's is under way.
     """
-    from grpo_compat.core.registry import registered_patches, wrapping_order
+    from grpo_compat.core.registry import declared_patches, declared_wrapping_order
     from grpo_compat.core.report import Status
 
-    position = {patch_id: index for index, patch_id in enumerate(wrapping_order())}
-    patches = sorted(registered_patches(), key=lambda p: position.get(p.id, len(position)))
-    for patch in patches:
-        if report.status_of(patch.id) is not Status.APPLIED:
+    position = {patch_id: index for index, patch_id in enumerate(declared_wrapping_order())}
+    patches = sorted(declared_patches(), key=lambda p: position.get(p.id, len(position)))
+    for declared in patches:
+        if report.status_of(declared.id) is not Status.APPLIED:
             continue
+        patch = declared.load()  # already imported: an applied patch's module was loaded to wrap its target
         for target in patch.targets:
             if target.module in RLHF_ARGUMENT_MODULES and target.qualname == ARGUMENTS_CHECKED_IN:
                 target.wrapper(_post_init_under_way, arguments)

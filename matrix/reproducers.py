@@ -20,7 +20,6 @@ CHECKS = ("ranks", "kl", "accumulation")
 class Reproducer:
     id: str
     patch: str  # the patch id this reproducer proves
-    failure: str  # the id of its record in grpo_compat/catalogue/failures.toml
     script: str  # a smoke script ("grpo" TRL, "swift" ms-swift) or a probe: a key of matrix/runs.py SCRIPTS
     requires: tuple[str, ...]  # version window of the cell (requirement strings)
     settings: tuple[str, ...]  # --set KEY=VALUE for the smoke script
@@ -32,6 +31,21 @@ class Reproducer:
     # A version skew: upstream fails every run of a cell in the window, so the cell's plain smoke runs expect
     # `upstream` too (a probe's skew is silent: they train, wrongly) and their patched twins `patched` (or train).
     breaks_every_run: bool = False
+    # The id of its record in grpo_compat/catalogue/failures.toml: given only when the patch names several
+    # (its catalogue=); otherwise the patch's one record.
+    failure: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.failure:
+            object.__setattr__(self, "failure", _only_record_of(self.patch))
+
+
+def _only_record_of(patch_id: str) -> str:
+    """The record a patch names when it names one; "" otherwise (tests/test_patch_declarations.py says why)."""
+    from grpo_compat.core.registry import declared_patches
+
+    records = [p.catalogue for p in declared_patches() if p.id == patch_id]
+    return records[0][0] if records and len(records[0]) == 1 else ""
 
 
 # DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs: ZeRO-3 runs need this window here.
@@ -41,7 +55,6 @@ REPRODUCERS = (
     Reproducer(
         id="single-generation",
         patch="trl.grpo-config-check",
-        failure="batch-rules-misleading",
         script="grpo",
         requires=("trl>=0.15",),
         settings=("num_generations=1",),
@@ -52,7 +65,6 @@ REPRODUCERS = (
     Reproducer(
         id="single-generation-unchecked",
         patch="trl.grpo-config-check",
-        failure="batch-rules-misleading",
         script="grpo",
         # trl 0.14 checks nothing: the group of one's reward std is NaN, so are the advantages and, after the
         # first update, the weights, and the next generation fails to sample.
@@ -75,7 +87,6 @@ REPRODUCERS = (
     Reproducer(
         id="impossible-batch",
         patch="trl.grpo-config-check",
-        failure="batch-rules-misleading",
         script="grpo",
         requires=("trl>=0.15",),
         settings=("num_generations=3", "per_device_train_batch_size=4"),
@@ -95,7 +106,6 @@ REPRODUCERS = (
     Reproducer(
         id="late-apply",
         patch="trl.grpo-trainer-check",
-        failure="batch-rules-misleading",
         script="grpo",
         # trl 0.15-0.17 check only in GRPOTrainer, after the model loads; later ones refuse in GRPOConfig. trl 0.14
         # checks nothing and counts prompts per device: 3 generations of 4 prompts train there.
@@ -108,7 +118,6 @@ REPRODUCERS = (
     Reproducer(
         id="data-parallel-launch",
         patch="trl.launch-guard",
-        failure="dataparallel-plain-python",
         script="grpo",
         # Upstream trains on, silently, with DataParallel over the (faked) 2 GPUs.
         requires=("trl>=0.14,<1.15",),
@@ -120,7 +129,6 @@ REPRODUCERS = (
     Reproducer(
         id="data-parallel-launch-refused-late",
         patch="trl.launch-guard",
-        failure="dataparallel-plain-python",
         script="grpo",
         # trl >= 1.15 refuses, but only after loading the model, and without the command to use.
         requires=("trl>=1.15",),
@@ -132,7 +140,6 @@ REPRODUCERS = (
     Reproducer(
         id="logps-full-length",
         patch="trl.logps-alignment",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps",
         requires=("trl>=0.15",),
         settings=(),
@@ -144,7 +151,6 @@ REPRODUCERS = (
     Reproducer(
         id="logps-untrimmed-logits",
         patch="trl.logps-trim-logits",
-        failure="logits-to-keep-ignored-trl-0.19",
         script="logps",
         requires=("trl>=0.19.0,<0.20",),
         settings=("bf16=false",),  # fp32 on GPU cells too: in bf16 the log-probs come out shifted, no error
@@ -155,7 +161,6 @@ REPRODUCERS = (
     Reproducer(
         id="untrimmed-logits-training",
         patch="trl.logps-trim-logits",
-        failure="logits-to-keep-ignored-trl-0.19",
         script="grpo",
         requires=("trl>=0.19.0,<0.20",),
         settings=("bf16=false",),  # fp32 on GPU cells too: in bf16 upstream trains on shifted log-probs silently
@@ -166,7 +171,6 @@ REPRODUCERS = (
     Reproducer(
         id="liger-logits-as-hidden",
         patch="trl.liger-lm-head-guard",
-        failure="lm-head-applied-twice",
         script="lm-head",
         requires=("trl>=0.17,<1.14", "liger-kernel>=0.5.8"),
         settings=(),
@@ -177,7 +181,6 @@ REPRODUCERS = (
     Reproducer(
         id="unsloth-logits-as-hidden",
         patch="unsloth.lm-head-guard",
-        failure="lm-head-applied-twice",
         script="lm-head-unsloth",
         # Unsloth imports only on a GPU and no cell carries it yet: planned nowhere for now (GPU proof pending).
         # zoo 2026.1.2+ only: the probe calls the generated module's chunked_hidden_states_selective_log_softmax.
@@ -189,7 +192,6 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-swift3",
         patch="swift.logps-alignment-3x",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=3.5,<4,!=3.7.*",),
         settings=(),
@@ -199,7 +201,6 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-swift4",
         patch="swift.logps-alignment",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=4.4",),
         settings=(),
@@ -209,7 +210,6 @@ REPRODUCERS = (
     Reproducer(
         id="padding-free-bf16-swift3",
         patch="swift.logps-alignment-3x",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=3.12,<4",),
         # padding_free is set on the template (no flash attention on CPU); bf16 weights, no mixed precision.
@@ -220,7 +220,6 @@ REPRODUCERS = (
     Reproducer(
         id="padding-free-bf16-swift4",
         patch="swift.logps-alignment",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=4.4",),
         settings=("torch_dtype=bfloat16", "bf16=false", "padding_free=true"),
@@ -230,7 +229,6 @@ REPRODUCERS = (
     Reproducer(
         id="sequence-parallel-padding-swift3",
         patch="swift.logps-alignment-3x",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=3.11,<4",),
         # The probe runs as 2 CPU processes and pads the batch to an odd length: swift pads it for 2 ranks.
@@ -241,7 +239,6 @@ REPRODUCERS = (
     Reproducer(
         id="sequence-parallel-padding-swift4",
         patch="swift.logps-alignment",
-        failure="logps-logits-to-keep-off-by-one",
         script="logps-swift",
         requires=("ms-swift>=4.4",),
         settings=("sequence_parallel_size=2",),
@@ -251,7 +248,6 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-training-swift3",
         patch="swift.logps-alignment-3x",
-        failure="logps-logits-to-keep-off-by-one",
         script="swift",
         requires=("ms-swift>=3.5,<4,!=3.7.*",),
         settings=(),
@@ -262,7 +258,6 @@ REPRODUCERS = (
     Reproducer(
         id="labels-from-column-0-training-swift4",
         patch="swift.logps-alignment",
-        failure="logps-logits-to-keep-off-by-one",
         script="swift",
         requires=("ms-swift>=4.4",),
         settings=(),
@@ -273,7 +268,6 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-accumulation-contradiction",
         patch="trl.deepspeed-agreement",
-        failure="deepspeed-batch-keys-disagree",
         script="grpo",
         requires=("trl>=0.14", "deepspeed>=0.14"),
         # The field report's batch with a ds.json that hard-codes 4: upstream refuses only once the policy has
@@ -293,7 +287,6 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-accumulation-absent",
         patch="trl.deepspeed-agreement",
-        failure="deepspeed-batch-keys-disagree",
         script="grpo",
         # accelerate < 1.8 lets DeepSpeed's own accumulation decide when the optimizer steps: 1, which accelerate
         # inserts for the absent key, so the optimizer steps on every micro-batch. No error, no warning.
@@ -308,7 +301,6 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-accumulation-contradiction-swift4",
         patch="swift.deepspeed-agreement",
-        failure="deepspeed-batch-keys-disagree",
         script="swift",
         # No ms-swift 4 cell carries deepspeed yet: planned nowhere. By hand (swift 4.6 + DeepSpeed 0.19.8, 2 CPU
         # processes) the patched run is refused while swift parses its arguments, before any model loads; the
@@ -327,7 +319,6 @@ REPRODUCERS = (
     Reproducer(
         id="deepspeed-ga-double-scaling",
         patch="trl.deepspeed-gas-double-scaling",
-        failure="deepspeed-loss-divided-twice",
         script="ga-scaling",  # one GRPO step, GA 4, launched with DDP and with ZeRO-2: same grad_norm expected
         requires=("trl>=0.14", "transformers>=4.48.0,<4.49", "deepspeed"),
         settings=(),
@@ -337,7 +328,6 @@ REPRODUCERS = (
     Reproducer(
         id="peft-checkpointing-no-input-grads",
         patch="trl.peft-input-grads",
-        failure="peft-checkpointing-no-grad",
         script="grpo",
         requires=("trl>=0.14,<0.16", "peft"),
         settings=("gradient_checkpointing=true",),  # transformers 4.x: reentrant
@@ -348,7 +338,6 @@ REPRODUCERS = (
     Reproducer(
         id="peft-zero3-checkpoint-error",
         patch="trl.peft-zero3-reentrant",
-        failure="peft-zero3-checkpoint-error",
         script="grpo",
         # trl >= 0.27 defaults to non-reentrant checkpointing; DeepSpeed#8148 (0.19.3) fixed it on its side.
         # DeepSpeed >= 0.19.0 for stage3_allgather_sequential: older ZeRO-3 on CPU/gloo waits only for the last
@@ -428,7 +417,6 @@ REPRODUCERS += (
     Reproducer(
         id="token-normalisation-scale",
         patch="trl.token-normalisation-scale",
-        failure="token-normalisation-scale",
         script="token-normalisation",
         requires=("trl>=0.22,<1.9.1",),
         settings=(),
@@ -441,7 +429,6 @@ REPRODUCERS += (
     Reproducer(
         id="gemma3-token-type-ids",
         patch="transformers.gemma3-text-token-type-ids",
-        failure="gemma3-token-type-ids-required",
         script="grpo",
         requires=("trl>=0.14", "transformers>=5.0,<5.6"),
         settings=(),
@@ -455,7 +442,6 @@ REPRODUCERS += (
     Reproducer(
         id="reward-without-kwargs",
         patch="trl.reward-dry-run",
-        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=0.14",),
         settings=(),
@@ -471,7 +457,6 @@ REPRODUCERS += (
     Reproducer(
         id="reward-one-value-broadcast",
         patch="trl.reward-count-check",
-        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=0.14,<1.10",),
         settings=(),
@@ -483,7 +468,6 @@ REPRODUCERS += (
     Reproducer(
         id="reward-one-value-checked",
         patch="trl.reward-dry-run",
-        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=1.10",),
         settings=(),
@@ -497,7 +481,6 @@ REPRODUCERS += (
     Reproducer(
         id="swift-reward-not-registered",
         patch="swift.reward-names-check",
-        failure="swift-reward-not-registered",
         script="swift",
         requires=("ms-swift>=3.5",),
         settings=("reward_funcs=acuracy",),
@@ -508,7 +491,6 @@ REPRODUCERS += (
     Reproducer(
         id="swift-reward-not-registered-cli",
         patch="swift.reward-names-check",
-        failure="swift-reward-not-registered",
         script="swift-cli",  # `swift rlhf` with grpo-compat's plugin
         requires=("ms-swift>=3.5",),
         settings=("reward_funcs=acuracy",),
@@ -524,7 +506,6 @@ REPRODUCERS += (
 _NO_KWARGS_SWIFT = Reproducer(
     id="swift-reward-without-kwargs",
     patch="swift.reward-dry-run",
-    failure="reward-function-contract",
     script="swift",
     requires=("ms-swift>=3.5",),
     settings=(),
@@ -539,7 +520,6 @@ REPRODUCERS += (
     Reproducer(
         id="swift-reward-one-value-broadcast",
         patch="swift.reward-count-check",
-        failure="reward-function-contract",
         script="swift",
         requires=("ms-swift>=3.5",),
         settings=(),
@@ -552,7 +532,6 @@ REPRODUCERS += (
     Reproducer(
         id="swift-reward-one-value-dry-run",
         patch="swift.reward-dry-run",
-        failure="reward-function-contract",
         script="swift",
         requires=("ms-swift>=3.5",),
         settings=(),
@@ -570,7 +549,7 @@ REPRODUCERS += (
         patch="trl.learning-watchdog",
         failure="no-learning",
         script="swift",
-        requires=("ms-swift>=3.5",),
+        requires=("ms-swift>=3.5", "trl>=0.14"),  # the watchdog patch is trl's: swift reaches it through trl
         settings=(),
         flags=("--reward", "constant", "--watchdog", "stop"),
         upstream=_STALLED,
@@ -580,7 +559,6 @@ REPRODUCERS += (
     Reproducer(
         id="train-sampler-signature",
         patch="trl.train-sampler-signature",
-        failure="trl-sampler-transformers-4.52",
         script="grpo",
         requires=("trl>=0.15,<0.17", "transformers>=4.52"),
         settings=(),
@@ -603,7 +581,6 @@ REPRODUCERS += (
     Reproducer(
         id="evaluate-before-train",
         patch="trl.accumulation-steps-default",
-        failure="trl-current-gradient-accumulation-steps",
         script="grpo",
         requires=("trl>=0.22,<0.27.1",),
         settings=('loss_type="grpo"',),
@@ -614,7 +591,6 @@ REPRODUCERS += (
     Reproducer(
         id="processing-class",
         patch="trl.refuse-transformers-without-processing-class",
-        failure="trl-processing-class-transformers-4.45",
         script="grpo",
         requires=("trl>=0.14", "transformers<4.46"),
         settings=(),
@@ -625,7 +601,6 @@ REPRODUCERS += (
     Reproducer(
         id="swift-trl-0.20-logps-renamed",
         patch="swift.refuse-trl-0.20-on-swift-3.5",
-        failure="swift-3.5-trl-0.20",
         script="swift",
         requires=("ms-swift>=3.5,<3.7", "trl>=0.20"),
         settings=(),
@@ -636,7 +611,6 @@ REPRODUCERS += (
     Reproducer(
         id="num-logits-to-keep-ignored",
         patch="trl.refuse-trl-0.14-on-transformers-4.52",
-        failure="trl-0.14-logits-to-keep-ignored",
         script="num-logits-to-keep",
         requires=("trl>=0.14,<0.15", "transformers>=4.52"),
         settings=(),
@@ -647,7 +621,6 @@ REPRODUCERS += (
     Reproducer(
         id="liger-loss-type",
         patch="trl.refuse-liger-missing-loss-type",
-        failure="liger-loss-type-missing",
         script="grpo",
         # trl 0.22-0.24's default loss_type dapo with the Liger GRPO loss, on a liger-kernel without it.
         requires=("trl>=0.22,<0.25", "liger-kernel>=0.5.7,<0.6.4"),
@@ -658,7 +631,6 @@ REPRODUCERS += (
     Reproducer(
         id="gmpo-liger",
         patch="trl.refuse-gmpo-with-liger",
-        failure="gmpo-liger-trains-grpo",
         script="gmpo-liger",
         requires=("trl>=1.7,<1.14", "liger-kernel>=0.8.0"),
         settings=(),

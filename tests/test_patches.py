@@ -242,7 +242,7 @@ def test_every_patch_declares_window_docstring_probe_and_reproducer(patch):
     from matrix.reproducers import REPRODUCERS
 
     assert patch.requires, "a patch must declare its version window"
-    for section in ("Symptom:", "Upstream:", "Affects:", "Remove when:"):
+    for section in ("Symptom:", "Upstream:", "Remove when:"):  # the window is requires= (test_patch_declarations.py)
         assert section in patch.doc, f"{patch.id}: docstring lacks {section!r}"
     assert patch.id in EFFECT_PROBES, f"{patch.id}: add an effect probe to tests/test_patches.py"
     # The proof that the fix works is its reproducer: fails plain on the versions it targets, passes patched.

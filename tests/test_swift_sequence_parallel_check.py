@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_compat.core.errors import GRPOSettingsError
+from grpo_compat.fixes.swift_settings import swift_settings_to_check
 from grpo_compat.fixes.validation import GRPOSettings, refuse_unless_valid, rules_for, validate
-from grpo_compat.tools.preflight import swift_settings_to_check
 from tests.helpers import cell_python, run_python
 
 

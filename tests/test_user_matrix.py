@@ -16,9 +16,8 @@ from grpo_compat.matrix import cells as cells_module
 from grpo_compat.matrix import entry_run, runner
 from grpo_compat.matrix.cells import Cell, CellsFileError, load_cells_file
 from grpo_compat.matrix.cli import main as matrix_main
-from grpo_compat.matrix.entries import EntriesPlan, EntryRun
+from grpo_compat.matrix.entries import EntriesPlan, EntryRun, user_project
 from grpo_compat.matrix.init import CELLS_NAME, SCRIPT_NAME
-from grpo_compat.matrix.project import user_project
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -3,14 +3,19 @@
 The records are data, in ``failures.toml`` beside this file (its header explains each field). Reading
 it imports neither torch nor any upstream library.
 
-    python -m grpo_compat.catalogue --markdown > docs/failures.md   # the generated docs
+    python -m grpo_compat.tools.regenerate   # docs/failures.md, with the other generated files
+
+A record does not list its patches: each patch names its records (``catalogue=`` in its declaration),
+read here from the generated patch index.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from grpo_compat.core.versions import parse_window, window_problem
 
@@ -31,7 +36,7 @@ class Failure:
     references: tuple[str, ...]
     census: tuple[int, ...]
     handling: str
-    patches: tuple[str, ...]
+    patches: tuple[str, ...]  # the patches that name this record in their declaration (catalogue=)
     reproduced: str
     confirmed: bool = True  # False: reported, but it did not reproduce here; never listed as affecting an install
 
@@ -70,11 +75,23 @@ def _toml(text: str) -> dict:
     return tomllib.loads(text)
 
 
-def load_failures() -> list[Failure]:
-    """Every record of the catalogue, in file order."""
-    data = _toml(resources.files(__name__).joinpath("failures.toml").read_text(encoding="utf-8"))
+def read_records() -> list[dict]:
+    """The records of failures.toml as written."""
+    return _toml(resources.files(__name__).joinpath("failures.toml").read_text(encoding="utf-8")).get("failure", [])
+
+
+def load_failures(patches: Iterable[Any] | None = None) -> list[Failure]:
+    """Every record of the catalogue, in file order, with the patches (default: every declared one) naming it."""
+    if patches is None:
+        from grpo_compat.core.registry import declared_patches
+
+        patches = declared_patches()
+    handled_by: dict[str, list[str]] = {}
+    for patch in sorted(patches, key=lambda p: p.id):
+        for record in patch.catalogue:
+            handled_by.setdefault(record, []).append(patch.id)
     failures = []
-    for record in data.get("failure", []):
+    for record in read_records():
         try:
             failures.append(
                 Failure(
@@ -89,7 +106,7 @@ def load_failures() -> list[Failure]:
                     references=tuple(record.get("references", ())),
                     census=tuple(record.get("census", ())),
                     handling=record["handling"],
-                    patches=tuple(record.get("patches", ())),
+                    patches=tuple(handled_by.get(record["id"], ())),
                     reproduced=record["reproduced"],
                     confirmed=record.get("confirmed", True),
                 )
@@ -108,9 +125,10 @@ def to_markdown(failures: list[Failure]) -> str:
     lines = [
         "# Known GRPO failures",
         "",
-        "Generated from `grpo_compat/catalogue/failures.toml` (`python -m grpo_compat.catalogue --markdown`);",
-        "edit that file, not this one. Handling: fixed (a patch makes the run train), refused (before any model",
-        "loads, with the fix), diagnosed (the learning watchdog names it), explained (recorded; nothing prevents it).",
+        "Generated from `grpo_compat/catalogue/failures.toml` and the patches' declarations",
+        "(`python -m grpo_compat.tools.regenerate`); edit those, not this file. Handling: fixed (a patch makes the",
+        "run train), refused (before any model loads, with the fix), diagnosed (the learning watchdog names it),",
+        "explained (recorded; nothing prevents it).",
         "Longer write-ups of KF-1 to KF-5: [known_failures.md](known_failures.md).",
         "",
         "| id | kind | versions | handling | patches |",

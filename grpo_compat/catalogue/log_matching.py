@@ -173,9 +173,9 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
 
 def _patches_in_window(versions: dict[str, str]) -> set[str]:
     """Ids of the shipped patches whose version window these versions fall in (imports the patch modules)."""
-    from grpo_compat.core.registry import registered_patches
+    from grpo_compat.core.registry import declared_patches
 
-    return {patch.id for patch in registered_patches() if window_problem(patch.requires, versions) is None}
+    return {patch.id for patch in declared_patches() if window_problem(patch.requires, versions) is None}
 
 
 def explain(

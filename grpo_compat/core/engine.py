@@ -1,8 +1,10 @@
 """The engine: decides which patches apply here, waits for their targets, applies and reverts them.
 
-Kept cheap on the ``apply()`` path: ``wrapping`` (which needs ``inspect``) and ``logging`` (through
+Kept cheap on the ``apply()`` path: the patches are read from their generated index (declarations, no patch
+module is imported), and a patch module, ``wrapping`` (which needs ``inspect``) and ``logging`` (through
 ``grpo_compat.core.logs``) are imported only once a target module is imported, i.e. when trl or swift has
-already paid for them.
+already paid for them. Statuses need no patch module: versions, selection and whether the target modules
+exist decide them until a target is imported.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any
 
 from grpo_compat.core import import_hooks
 from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
 from grpo_compat.core.logs import log
-from grpo_compat.core.registry import Patch, registered_patches, wrapping_order
+from grpo_compat.core.registry import Declaration, Patch, declared_patches, declared_wrapping_order
 from grpo_compat.core.report import PatchReport, Report, Status
 from grpo_compat.core.versions import installed_versions, window_problem
+
+TYPE_CHECKING = False  # typing costs milliseconds of apply(): imported by type checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 DISABLE_ENV = "GRPO_COMPAT_DISABLE"
 # Statuses that mean "this install is not what the patch was written for"; strict=True refuses them.
@@ -25,7 +30,7 @@ STRICT_FAILURES = frozenset({Status.FAILED, Status.TARGET_MISSING, Status.OUTSID
 
 
 class _PatchState:
-    def __init__(self, patch: Patch, status: Status, reason: str) -> None:
+    def __init__(self, patch: Patch | Declaration, status: Status, reason: str) -> None:
         self.patch, self.status, self.reason = patch, status, reason
         self.waiting_for: set[str] = set()
         self.wrapped: list[str] = []
@@ -58,8 +63,10 @@ def _qualified_name(owner: Any) -> str:
 
 
 class Engine:
-    def __init__(self, patches: Iterable[Patch] | None = None, order: Iterable[str] | None = None) -> None:
-        """``patches`` (default: every registered one); ``order``: ids of patches sharing a target,
+    def __init__(
+        self, patches: Iterable[Patch | Declaration] | None = None, order: Iterable[str] | None = None
+    ) -> None:
+        """``patches`` (default: every declared one, read from the index); ``order``: ids of patches sharing a target,
         outermost wrapper first (default: the registered ``WRAPPING_ORDER``; with given patches, none)."""
         self._given_patches = list(patches) if patches is not None else None
         self._given_order = tuple(order) if order is not None else None
@@ -72,14 +79,14 @@ class Engine:
         self._hooks = import_hooks.PostImportFinder()
 
     @property
-    def patches(self) -> list[Patch]:
-        return self._given_patches if self._given_patches is not None else registered_patches()
+    def patches(self) -> list[Patch | Declaration]:
+        return self._given_patches if self._given_patches is not None else declared_patches()
 
     @property
     def order(self) -> tuple[str, ...]:
         if self._given_order is not None:
             return self._given_order
-        return wrapping_order() if self._given_patches is None else ()
+        return declared_wrapping_order() if self._given_patches is None else ()
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -91,6 +98,7 @@ class Engine:
             return self.report()
         patches = self.patches
         selection = _Selection(patches, only, skip)
+        import_hooks.forget_found_modules()
         self._states = [self._initial_state(patch, selection) for patch in patches]
         self._active, self._strict = True, strict
         # The innermost wrapper is installed first: the last of the declared order, then back to the first.
@@ -148,6 +156,7 @@ class Engine:
         """What apply() would do in this install, without importing or patching anything."""
         patches = self.patches
         selection = _Selection(patches, only, skip)
+        import_hooks.forget_found_modules()
         states = [self._initial_state(patch, selection) for patch in patches]
         for state in states:
             if state.status is Status.PENDING:
@@ -158,7 +167,7 @@ class Engine:
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _initial_state(self, patch: Patch, selection: _Selection) -> _PatchState:
+    def _initial_state(self, patch: Patch | Declaration, selection: _Selection) -> _PatchState:
         """Pending, or why the patch will not be applied at all (selection, versions, missing module)."""
         not_selected = selection.reason_to_skip(patch.id)
         if not_selected:
@@ -198,7 +207,7 @@ class Engine:
     def _apply_targets_in(self, state: _PatchState, module: ModuleType) -> None:
         from grpo_compat.core import wrapping
 
-        patch = state.patch
+        patch = state.patch.load()  # the patch module is imported here, once its target module is
         resolved = []
         for target in (t for t in patch.targets if t.module == module.__name__):
             try:
@@ -273,7 +282,9 @@ class Engine:
 class _Selection:
     """Which patches the caller and GRPO_COMPAT_DISABLE switched off; unknown ids are an error."""
 
-    def __init__(self, patches: list[Patch], only: Iterable[str] | None, skip: Iterable[str] | None) -> None:
+    def __init__(
+        self, patches: list[Patch | Declaration], only: Iterable[str] | None, skip: Iterable[str] | None
+    ) -> None:
         known = [p.id for p in patches]
         self.disabled = _ids_from_env(known)
         self.only = _checked_ids(only, known, "only") if only is not None else None

@@ -101,15 +101,32 @@ def still_loading(module: ModuleType | None) -> bool:
     return module is not None and bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
+_FOUND: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+
 def module_exists(name: str) -> bool:
-    """Whether ``name`` can be imported, found without executing any package code."""
-    if name in sys.modules:
-        return True
-    parts = name.split(".")
-    # Finding a top-level spec runs no package code; submodules are then looked up on disk.
-    spec = importlib.util.find_spec(parts[0])
-    for part in parts[1:]:
-        if spec is None or spec.submodule_search_locations is None:
-            return False
-        spec = importlib.machinery.PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
-    return spec is not None
+    """Whether ``name`` can be imported, found without executing any package code.
+
+    Specs are remembered (the patches share their few target modules and packages) until
+    :func:`forget_found_modules`, which the engine calls at each ``apply()``.
+    """
+    return name in sys.modules or _found_spec(name) is not None
+
+
+def forget_found_modules() -> None:
+    _FOUND.clear()
+
+
+def _found_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    if name in _FOUND:
+        return _FOUND[name]
+    parent, _, _ = name.rpartition(".")
+    if not parent:
+        spec = importlib.util.find_spec(name)  # finding a top-level spec runs no package code
+    else:  # a submodule is looked up on disk, beside its package, without importing the package
+        loaded = sys.modules.get(parent)
+        package = getattr(loaded, "__spec__", None) if loaded is not None else _found_spec(parent)
+        locations = getattr(package, "submodule_search_locations", None)
+        spec = importlib.machinery.PathFinder.find_spec(name, list(locations)) if locations is not None else None
+    _FOUND[name] = spec
+    return spec

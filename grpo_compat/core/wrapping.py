@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from grpo_compat.core.registry import Target, Wrapper
+from grpo_compat.core.registry import Target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from grpo_compat.core.registry import Wrapper
 
 MISSING: Any = object()
 PATCH_ID_ATTRIBUTE = "__grpo_compat_patch__"

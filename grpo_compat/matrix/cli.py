@@ -1,6 +1,6 @@
 """``grpo-compat matrix``: the version matrix's command line (init, run, report, workflow).
 
-With ``--cells-file FILE`` it runs a user's matrix (grpo_compat.matrix.project.user_project); without, this
+With ``--cells-file FILE`` it runs a user's matrix (grpo_compat.matrix.entries.user_project); without, this
 repository's own, whose checkout hands its project in (``python -m matrix`` in a checkout; the installed
 package never imports anything from a checkout).
 """
@@ -15,8 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from grpo_compat.matrix.cells import Cell, CellsFileError
+from grpo_compat.matrix.entries import user_project
 from grpo_compat.matrix.envs import CellEnvs
-from grpo_compat.matrix.project import MatrixProject, user_project
+from grpo_compat.matrix.project import MatrixProject
 from grpo_compat.tools.arguments import ArgumentParser, InputError
 
 NO_PROJECT = (

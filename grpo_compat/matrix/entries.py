@@ -22,11 +22,13 @@ when it exits 0; a script that writes a JSON object to $GRPO_COMPAT_MATRIX_RESUL
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grpo_compat.matrix.cells import Cell, CellsFile, CellsFileError
-from grpo_compat.matrix.project import NamedRun
+from grpo_compat.matrix.cells import Cell, CellsFile, CellsFileError, load_cells_file
+from grpo_compat.matrix.envs import CellEnvs, GrpoCompatSource
+from grpo_compat.matrix.project import MatrixProject, NamedRun
 
 MODES = ("plain", "patched")
 LAUNCHERS = ("accelerate", "torchrun")
@@ -153,3 +155,34 @@ class EntriesPlan:
         if run.mode == "patched" and plain_sha and sha:
             return "pass", "trained; weights identical to the plain run's"
         return "pass", "trained" if sha or result.get("weights_changed") else "exited 0"
+
+
+def default_envs_folder() -> Path:
+    """Cell envs of users' matrices: the user's cache (CI systems cache it between jobs)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "grpo-compat" / "matrix" / "envs"
+
+
+def user_project(cells_file: Path, envs: Path | None = None) -> MatrixProject:
+    """The matrix of a user's cells file: its entries, each plain and patched, in every cell."""
+    from grpo_compat.matrix.running import RunningSourceError, running_source
+
+    cells_file = cells_file.resolve()
+    cells = load_cells_file(cells_file, require_torch=False)
+    plan = EntriesPlan.from_cells_file(cells)
+    envs = (envs or default_envs_folder()).resolve()
+    if cells.grpo_compat is None:  # the grpo_compat running this command: no index needs to hold grpo-compat
+        try:
+            source = GrpoCompatSource(running_source(envs.parent))
+        except RunningSourceError as error:
+            raise CellsFileError(f"{cells_file}: {error}") from None
+    else:
+        local = cells_file.parent / cells.grpo_compat  # a wheel or folder named relative to the cells file
+        source = GrpoCompatSource(str(local.resolve()) if local.exists() else cells.grpo_compat)
+    return MatrixProject(
+        cells=cells,
+        plan=plan,
+        envs=CellEnvs(envs, source),
+        results=Path("grpo-matrix-results").resolve(),
+        workdir=cells_file.parent,
+    )

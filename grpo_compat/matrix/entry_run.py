@@ -74,7 +74,7 @@ def environment(args: argparse.Namespace, result_file: Path) -> dict[str, str]:
     if args.kind == "swift_args" and args.processes > 1:
         env.update(NPROC_PER_NODE=str(args.processes), MASTER_PORT=str(free_port()))
     if args.mode == "patched" and args.kind != "swift_args":
-        from grpo_compat.tools.run import environment as zero_code_environment
+        from grpo_compat.startup import environment as zero_code_environment
 
         env = zero_code_environment(strict=False, only=[], skip=[], base=env)
     return env

@@ -2,19 +2,18 @@
 
 Two kinds of project go through the same runner (grpo_compat.matrix.runner):
 - this repository's own matrix (its checkout's matrix/project.py): smoke scripts, reproducers, probes;
-- a user's matrix (:func:`user_project`): the user's cells file and entry points (grpo_compat.matrix.entries).
+- a user's matrix (grpo_compat.matrix.entries.user_project): the user's cells file and entry points.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from grpo_compat.matrix.cells import Cell, CellsFile, CellsFileError, load_cells_file
-from grpo_compat.matrix.envs import CellEnvs, GrpoCompatSource
+from grpo_compat.matrix.cells import Cell, CellsFile
+from grpo_compat.matrix.envs import CellEnvs
 
 
 class NamedRun:
@@ -59,35 +58,3 @@ class MatrixProject:
     pythonpath: tuple[str, ...] = ()  # put first on the runs' PYTHONPATH (a checkout whose scripts the runs start)
     models: Path | None = None  # the folder each cell's tiny model is built in, if the plan's scripts build one
     workflow_file: Path | None = None  # this repository's generated GitHub workflow
-
-
-def default_envs_folder() -> Path:
-    """Cell envs of users' matrices: the user's cache (CI systems cache it between jobs)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "grpo-compat" / "matrix" / "envs"
-
-
-def user_project(cells_file: Path, envs: Path | None = None) -> MatrixProject:
-    """The matrix of a user's cells file: its entries, each plain and patched, in every cell."""
-    from grpo_compat.matrix.entries import EntriesPlan
-    from grpo_compat.matrix.running import RunningSourceError, running_source
-
-    cells_file = cells_file.resolve()
-    cells = load_cells_file(cells_file, require_torch=False)
-    plan = EntriesPlan.from_cells_file(cells)
-    envs = (envs or default_envs_folder()).resolve()
-    if cells.grpo_compat is None:  # the grpo_compat running this command: no index needs to hold grpo-compat
-        try:
-            source = GrpoCompatSource(running_source(envs.parent))
-        except RunningSourceError as error:
-            raise CellsFileError(f"{cells_file}: {error}") from None
-    else:
-        local = cells_file.parent / cells.grpo_compat  # a wheel or folder named relative to the cells file
-        source = GrpoCompatSource(str(local.resolve()) if local.exists() else cells.grpo_compat)
-    return MatrixProject(
-        cells=cells,
-        plan=plan,
-        envs=CellEnvs(envs, source),
-        results=Path("grpo-matrix-results").resolve(),
-        workdir=cells_file.parent,
-    )

@@ -8,9 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-
-class InputError(ValueError):
-    """A command's input it cannot use; the message names the input and what was expected."""
+from grpo_compat.tools.errors import InputError as InputError  # where the commands import it from
 
 
 def read_input(source: str, expected: str, dash_is_stdin: bool = True) -> bytes:

@@ -1,16 +1,25 @@
-"""The ``grpo-compat`` command."""
+"""The ``grpo-compat`` command.
+
+``grpo-compat run`` starts before every launch it wraps, so its path imports only what it needs: its
+options are read without argparse (which, with json and pathlib, is imported by the other commands).
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
-from grpo_compat.tools.arguments import ArgumentParser, InputError
+from grpo_compat.tools.errors import InputError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+    from grpo_compat.tools.arguments import ArgumentParser
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    import json
+
     from grpo_compat.tools.doctor import diagnose, format_diagnosis
 
     diagnosis = diagnose()
@@ -19,6 +28,9 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
     from grpo_compat.fixes.validation import describe, validate
     from grpo_compat.tools import preflight
 
@@ -76,6 +88,38 @@ def _run(args: argparse.Namespace) -> int:
     return run.run(command, args.strict, args.only, args.skip, args.print_env)
 
 
+def _run_options(argv: list[str]) -> _RunOptions | None:
+    """``run``'s options as argparse would read them; None for anything else (help, a mistake): argparse says it."""
+    options = _RunOptions()
+    index = 0
+    while index < len(argv):
+        argument = argv[index]
+        name, has_value, value = argument.partition("=")
+        if argument in ("--strict", "--print-env"):
+            setattr(options, argument[2:].replace("-", "_"), True)
+        elif name in ("--only", "--skip") and has_value:
+            setattr(options, name[2:], value)
+        elif argument in ("--only", "--skip") and index + 1 < len(argv) and not argv[index + 1].startswith("-"):
+            index += 1
+            setattr(options, argument[2:], argv[index])
+        elif argument.startswith("-") and argument != "--":
+            return None
+        else:
+            break  # "--" or the command's first word: the rest is the command
+        index += 1
+    options.command_line = argv[index:]
+    return options
+
+
+class _RunOptions:
+    """What argparse's Namespace holds for ``run``."""
+
+    def __init__(self) -> None:
+        self.strict = self.print_env = False
+        self.only = self.skip = None
+        self.command_line: list[str] = []
+
+
 def _plugin_path(args: argparse.Namespace) -> int:
     from grpo_compat.swift_plugin import plugin_path
 
@@ -87,6 +131,7 @@ def _matrix(matrix_arguments: list[str]) -> int:
     """A user's matrix (--cells-file, init) runs here; this project's own hands over to its checkout's matrix/."""
     import os
     import subprocess
+    from pathlib import Path
 
     import grpo_compat
     from grpo_compat.matrix.cli import main as matrix_main
@@ -106,7 +151,10 @@ def _matrix(matrix_arguments: list[str]) -> int:
 
 
 def build_parser() -> ArgumentParser:
+    import argparse
+
     from grpo_compat import __version__
+    from grpo_compat.tools.arguments import ArgumentParser
 
     parser = ArgumentParser(prog="grpo-compat", description="GRPO compatibility fixes for TRL and ms-swift.")
     parser.add_argument("--version", action="version", version=f"grpo-compat {__version__}")
@@ -180,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
             "grpo-compat explain: --version PACKAGE==VERSION is now --package-version PACKAGE==VERSION", file=sys.stderr
         )
         return 2
+    if argv[:1] == ["run"]:
+        options = _run_options(argv[1:])
+        if options is not None:
+            try:
+                return _run(options)
+            except InputError as error:
+                print(f"grpo-compat run: {error}", file=sys.stderr)
+                return 2
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

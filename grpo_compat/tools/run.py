@@ -13,22 +13,12 @@ prefix its command sets them itself: eval "$(grpo-compat run --print-env)".
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 import sys
-from pathlib import Path
 
-from grpo_compat.tools.arguments import InputError
+# It starts before every launch: only os and sys here (shutil, shlex, pathlib, argparse cost milliseconds).
+from grpo_compat.startup import ONLY_ENV, RUN_ENV, SKIP_ENV, STRICT_ENV, environment
+from grpo_compat.tools.errors import InputError
 
-STARTUP = Path(__file__).resolve().parent.parent / "startup"  # holds sitecustomize.py
-# The variables startup/sitecustomize.py reads: it names them itself, since it must run where grpo_compat
-# cannot be imported.
-RUN_ENV, STRICT_ENV, ONLY_ENV, SKIP_ENV = (
-    "GRPO_COMPAT_RUN",
-    "GRPO_COMPAT_RUN_STRICT",
-    "GRPO_COMPAT_RUN_ONLY",
-    "GRPO_COMPAT_RUN_SKIP",
-)
 COMMAND_NOT_FOUND = 127  # as a shell says it
 
 
@@ -36,25 +26,14 @@ def patch_ids(option: str, value: str | None) -> list[str]:
     """Patch ids given as ID,ID,...; each must exist (no patch module is imported to know them)."""
     if value is None:
         return []
-    from grpo_compat.core.registry import registered_patches
+    from grpo_compat.core.registry import declared_patches
 
     ids = [i.strip() for i in value.split(",") if i.strip()]
-    known = {patch.id for patch in registered_patches()}
+    known = {patch.id for patch in declared_patches()}
     unknown = [i for i in ids if i not in known]
     if unknown or not ids:
         raise InputError(f"{option} {value!r}: expected patch ids among {', '.join(sorted(known))}")
     return ids
-
-
-def environment(strict: bool, only: list[str], skip: list[str], base: dict[str, str]) -> dict[str, str]:
-    """The command's environment: the startup folder first on PYTHONPATH (the user's entries kept after it)."""
-    env = dict(base)
-    entries = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry and entry != str(STARTUP)]
-    env["PYTHONPATH"] = os.pathsep.join([str(STARTUP), *entries])
-    env[RUN_ENV] = "1"
-    env[STRICT_ENV] = "1" if strict else ""
-    env[ONLY_ENV], env[SKIP_ENV] = ",".join(only), ",".join(skip)
-    return env
 
 
 def run(command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool) -> int:
@@ -62,12 +41,14 @@ def run(command: list[str], strict: bool, only: str | None, skip: str | None, pr
     if print_env:
         if command:
             raise InputError("--print-env takes no command: it prints the variables a job script exports")
+        import shlex
+
         for name in ("PYTHONPATH", RUN_ENV, STRICT_ENV, ONLY_ENV, SKIP_ENV):
             print(f"export {name}={shlex.quote(env[name])}")
         return 0
     if not command:
         raise InputError("give the command to run after --, e.g. grpo-compat run -- python train.py")
-    executable = shutil.which(command[0], path=env.get("PATH"))
+    executable = _which(command[0], env.get("PATH"))
     # One line, whatever the name holds (a stray newline from a job script's quoting, say).
     name = command[0] if command[0].isprintable() else repr(command[0])
     if executable is None:
@@ -81,3 +62,19 @@ def run(command: list[str], strict: bool, only: str | None, skip: str | None, pr
         print(f"grpo-compat run: {name}: {error.strerror}", file=sys.stderr)
         return 126
     return 0  # not reached: the command replaced this process
+
+
+def _which(name: str, path: str | None) -> str | None:
+    """shutil.which (POSIX), without importing shutil: a name with a slash is itself, else the first on PATH."""
+    if os.sep in name:
+        return name if _is_executable(name) else None
+    folders = os.defpath if path is None else path
+    for folder in folders.split(os.pathsep) if folders else ():
+        candidate = os.path.join(folder, name)
+        if _is_executable(candidate):
+            return candidate
+    return None
+
+
+def _is_executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)

@@ -9,10 +9,9 @@ Symptom:   `swift rlhf --rlhf_type grpo --deepspeed my_ds.json` with a json that
            trl.deepspeed-agreement never sees its config.
 Upstream:  KF-5; modelscope/ms-swift#4348 (batch 1, GA 32, ZeRO-3: nothing trains);
            huggingface/accelerate#3632.
-Affects:   ms-swift >= 4.0 with deepspeed. swift's built-in --deepspeed zero0..zero3_offload configs use
+Versions:  ms-swift >= 4.0 with deepspeed. swift's built-in --deepspeed zero0..zero3_offload configs use
            "auto" and always agree. --sequence_parallel_size multiplies the trainer's accumulation later,
            on purpose: not checked again.
-Catalogue: deepspeed-batch-keys-disagree (docs/failures.md)
 Remove when: transformers compares the batch keys in TrainingArguments.__post_init__ and treats an absent
            gradient_accumulation_steps like "auto".
 """
@@ -26,6 +25,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="swift.deepspeed-agreement",
+    catalogue="deepspeed-batch-keys-disagree",
     requires=("ms-swift>=4.0", "deepspeed>=0.14"),
     targets="swift.rlhf_trainers.arguments:GRPOConfig.__post_init__",
     expects=("self",),

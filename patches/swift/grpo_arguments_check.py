@@ -7,9 +7,8 @@ Symptom:   `swift rlhf --rlhf_type grpo --num_generations 1` fails with "num_gen
            GRPO with --sequence_parallel_size > 1 on ms-swift < 3.5 (no Ulysses GRPO yet) fails in the
            log-prob gather (KF-1) or with "RLHF do not support sequence parallel" (3.2.2-3.4.0).
 Upstream:  KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel).
-Affects:   ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.x: only sequence_parallel_size, which trl's
+Versions:  ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.x: only sequence_parallel_size, which trl's
            GRPOConfig never sees (3.x build it for the batch rules, checked by trl.grpo-config-check).
-Catalogue: swift-sequence-parallel-before-3.5, batch-rules-misleading (docs/failures.md)
 Remove when: ms-swift's own messages explain the rule and name a setting that works.
 """
 
@@ -22,6 +21,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="swift.grpo-arguments-check",
+    catalogue=("swift-sequence-parallel-before-3.5", "batch-rules-misleading"),
     requires="ms-swift>=3.0",
     targets=[
         "swift.arguments.rlhf_args:RLHFArguments.__post_init__?",  # 4.x
@@ -31,7 +31,7 @@ from grpo_compat.core.registry import patch
 )
 def check_grpo_arguments(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
     # Shared with the ms-swift plugin, which checks the arguments this wrapper is too late for.
-    from grpo_compat.tools.preflight import refuse_impossible_swift_grpo
+    from grpo_compat.fixes.swift_settings import refuse_impossible_swift_grpo
 
     refuse_impossible_swift_grpo(arguments)
     return wrapped(arguments, *args, **kwargs)

@@ -6,10 +6,9 @@ Symptom:   RuntimeError: Size does not match at dimension 1 expected index [4, 9
            "ValueError: zip() argument 2 is longer than argument 1". Sequence parallel (no padding_free):
            when L is not a multiple of the ranks, every log-prob is shifted by swift's padding, no error.
 Upstream:  KF-1; modelscope/ms-swift #3377, #3096, #6035.
-Affects:   ms-swift >= 4.4 (GRPOBatch): collate_to_grpo_micro_batch sets logits_to_keep =
+Versions:  ms-swift >= 4.4 (GRPOBatch): collate_to_grpo_micro_batch sets logits_to_keep =
            (L - argmax(labels != -100)).max(), which is L for such a row. Run on 4.6.0; 4.4-4.5 read in the
            source. 4.0-4.3 keep 3.12's dict layout and are not covered.
-Catalogue: logps-logits-to-keep-off-by-one (docs/failures.md)
 Remove when: ms-swift keeps logits_to_keep below L or masks what no logit predicts, and slices its
            sequence-parallel log-probs before its padding.
 
@@ -105,6 +104,7 @@ def _without_unpredictable(collated: Any, template: Any) -> Any:
 
 patch_each(
     id="swift.logps-alignment",
+    catalogue="logps-logits-to-keep-off-by-one",
     requires="ms-swift>=4.4",
     wrappers={
         "swift.rlhf_trainers.utils:collate_to_grpo_micro_batch": cleared_collate,

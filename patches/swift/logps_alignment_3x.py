@@ -7,10 +7,9 @@ Symptom:   RuntimeError: Size does not match at dimension 1 expected index [4, 9
            Sequence parallel (3.11+, no padding_free): when L is not a multiple of the ranks, every
            log-prob is shifted by swift's padding, no error.
 Upstream:  KF-1; modelscope/ms-swift #3377, #3096, #6035.
-Affects:   ms-swift 3.5-3.12 (not 3.7, whose log-prob method has another form): logits_to_keep =
+Versions:  ms-swift 3.5-3.12 (not 3.7, whose log-prob method has another form): logits_to_keep =
            (L - argmax(labels != -100)).max() is L for such a row, one more column than there are logits.
            Run on 3.5.3 (trl 0.19.0) and 3.12.6 (trl 0.24.0); 3.5.0-3.6.x and 3.8-3.12.5 read in the source.
-Catalogue: logps-logits-to-keep-off-by-one (docs/failures.md)
 Remove when: ms-swift keeps logits_to_keep below L or masks what no logit predicts, and slices its
            sequence-parallel log-probs before its padding.
 
@@ -122,6 +121,7 @@ def _without_unpredictable(batch: Any) -> Any:
 
 patch_each(
     id="swift.logps-alignment-3x",
+    catalogue="logps-logits-to-keep-off-by-one",
     requires="ms-swift>=3.5,<4,!=3.7.*",
     wrappers={
         f"{TRAINER}._prepare_batch_inputs": cleared_batches,

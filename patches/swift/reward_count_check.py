@@ -8,10 +8,9 @@ Symptom:   a reward function that returns one value (for a whole batch, say) tra
            (swift.reward-dry-run) sees only two rows: a count that depends on the data shows up later.
 Upstream:  census row 27 (the trl twin: huggingface/trl#6533, checked by trl 1.10); ms-swift 3.5.3, 3.12.6,
            4.6.0 broadcast it (run), and so do the tags 3.5-4.5 and main (read): none checks the count.
-Affects:   ms-swift >= 3.5. Each Python reward function (ORM instances included) is wrapped, in swift's own
+Versions:  ms-swift >= 3.5. Each Python reward function (ORM instances included) is wrapped, in swift's own
            list, once swift's GRPOTrainer is built: same signature and sync / async kind, rewards untouched
            (weights identical to plain); swift has already named its rewards and found the async ones.
-Catalogue: reward-function-contract (docs/failures.md)
 Remove when: ms-swift refuses a reward count other than the number of completions.
 """
 
@@ -24,6 +23,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="swift.reward-count-check",
+    catalogue="reward-function-contract",
     requires="ms-swift>=3.5",
     targets=[
         "swift.rlhf_trainers.grpo_trainer:GRPOTrainer.__init__?",  # 4.x

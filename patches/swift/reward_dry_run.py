@@ -8,7 +8,7 @@ Symptom:   a reward function's contract mistake surfaces only at the first rewar
            silent broadcast to every completion, `could not determine the shape` / `must be real number`
            (non-numbers), `'coroutine' object is not iterable` (async before 3.12.1).
 Upstream:  census rows 26, 27 (modelscope/ms-swift#3645); ms-swift checks none of it.
-Affects:   ms-swift >= 3.5 (3.5.3, 3.12.6, 4.6.0 read and run; the call sites of 3.5-4.5 read in their tags).
+Versions:  ms-swift >= 3.5 (3.5.3, 3.12.6, 4.6.0 read and run; the call sites of 3.5-4.5 read in their tags).
            ms-swift calls `reward_func(completions, **kwargs)`: the completions by position, then the generated
            rows batched by column (the dataset's columns, `messages` with the completion as the assistant turn,
            `is_truncated`; `trainer_state`, `prompt_id`, `request_id`, `finish_reason`, `response_token_ids`
@@ -22,7 +22,6 @@ Affects:   ms-swift >= 3.5 (3.5.3, 3.12.6, 4.6.0 read and run; the call sites of
            train() generates anything. GRPO_COMPAT_REWARD_CHECK=0 turns it off; streaming datasets and rows
            swift already encoded (no `messages`) are not dry-run. Cost, as logged: 0.2-0.4 ms for the one
            reward of the swift smoke runs (3.5.3, 3.12.6, 4.6.0; in-process, `swift rlhf` on 1 and 2 processes).
-Catalogue: reward-function-contract (docs/failures.md)
 Remove when: never by version: it checks the user's functions against the installed ms-swift.
 """
 
@@ -35,6 +34,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="swift.reward-dry-run",
+    catalogue="reward-function-contract",
     requires="ms-swift>=3.5",
     targets=[
         "swift.rlhf_trainers.grpo_trainer:GRPOTrainer.__init__?",  # 4.x

@@ -5,9 +5,8 @@ Symptom:   `ValueError: reward_function NAME is not implemented in swift.rewards
            reference model and the dataset have loaded; it names neither the registered rewards nor
            how to register one (a plugin file passed with --external_plugins).
 Upstream:  census row 26 (ms-swift #7069, #4783, #4351: "reward name not registered").
-Affects:   ms-swift >= 3.5 (3.5.3, 3.12.6, 4.6.0 read and run). The registry is read after every
+Versions:  ms-swift >= 3.5 (3.5.3, 3.12.6, 4.6.0 read and run). The registry is read after every
            --external_plugins file was imported, so the user's own registered rewards count.
-Catalogue: swift-reward-not-registered (docs/failures.md)
 Remove when: ms-swift checks reward names while parsing its arguments.
 """
 
@@ -20,6 +19,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="swift.reward-names-check",
+    catalogue="swift-reward-not-registered",
     requires="ms-swift>=3.5",
     targets=[
         "swift.pipelines.train.rlhf:SwiftRLHF._prepare_model_tokenizer?",  # 4.x

@@ -7,11 +7,10 @@ Symptom:   AttributeError: 'GRPOTrainer' object has no attribute 'current_gradie
            later `pip install transformers==4.54.1`).
 Upstream:  huggingface/trl#3983; trl 0.27.1 reads it only in training ("... if mode == 'train' else 1.0"),
            transformers 4.55.0 sets it in the training loop.
-Affects:   trl 0.22.0-0.27.0 (the window of this patch); the training form also later trl with transformers
+Versions:  trl 0.22.0-0.27.0 (the window of this patch); the training form also later trl with transformers
            < 4.55, which trl's metadata refuses and this patch leaves alone. Reproduced on CPU: trl 0.23.1 +
            transformers 4.56.2, evaluate() first with loss_type="grpo" (matrix reproducer evaluate-before-train);
            the training form on trl 0.22.0-0.24.0 + 4.54.1 (docs/investigations/version-skew-2026-11.md).
-Catalogue: trl-current-gradient-accumulation-steps (docs/failures.md)
 Remove when: trl 0.27.1 is the oldest supported version and transformers 4.55 the oldest it runs with.
 
 The value is the one upstream uses where it works: gradient_accumulation_steps in training (what
@@ -44,6 +43,7 @@ def _with_default(value_of: Any) -> Any:
 
 patch_each(
     id="trl.accumulation-steps-default",
+    catalogue="trl-current-gradient-accumulation-steps",
     requires=("trl>=0.22,<0.27.1",),
     wrappers={
         "trl.trainer.grpo_trainer:GRPOTrainer.training_step": _with_default(

@@ -10,9 +10,8 @@ Symptom:   a DeepSpeed json that hard-codes gradient_accumulation_steps / train_
 Upstream:  KF-5; huggingface/accelerate#3632 (GA sync, the "GradientAccumulationPlugin has
            1, DeepSpeed config has N" warning every correct run prints on accelerate >= 1.8);
            modelscope/ms-swift#4348. Covers ms-swift 3.x, whose GRPOConfig.__post_init__ calls trl's.
-Affects:   trl >= 0.14 with deepspeed: late refusal on every version; the absent key trains with the wrong
+Versions:  trl >= 0.14 with deepspeed: late refusal on every version; the absent key trains with the wrong
            accumulation on accelerate < 1.8 and leaves DeepSpeed's own batch bookkeeping wrong on later ones.
-Catalogue: deepspeed-batch-keys-disagree (docs/failures.md)
 Remove when: transformers compares the batch keys in TrainingArguments.__post_init__ and treats an absent
            gradient_accumulation_steps like "auto".
 """
@@ -26,6 +25,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="trl.deepspeed-agreement",
+    catalogue="deepspeed-batch-keys-disagree",
     requires=("trl>=0.14", "deepspeed>=0.14"),
     targets="trl.trainer.grpo_config:GRPOConfig.__post_init__",
     expects=("self",),

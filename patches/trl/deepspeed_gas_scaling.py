@@ -7,11 +7,10 @@ Symptom:   with DeepSpeed and gradient_accumulation_steps = N > 1, the logged gr
            large N and small gradients Adam's eps dominates and the updates shrink (KF-5).
 Upstream:  KF-5; fixed by huggingface/transformers#35808 ("Fix GA loss for
            Deepspeed", transformers 4.49.0: scale_wrt_gas=False).
-Affects:   transformers 4.48.0-4.48.3 with DeepSpeed, for TRL's GRPOTrainer (trl 0.14-0.17 declare
+Versions:  transformers 4.48.0-4.48.3 with DeepSpeed, for TRL's GRPOTrainer (trl 0.14-0.17 declare
            transformers >= 4.46) and ms-swift 3.x (its training_step reaches this one through super()).
            KF-5 and the issue say "transformers < 4.49"; 4.46.x-4.47.x do not divide in
            Trainer.training_step, so DeepSpeed scales once there (measured correct, grad_norm ratio 1.000).
-Catalogue: deepspeed-loss-divided-twice (docs/failures.md)
 Remove when: transformers 4.48 is below the oldest supported version.
 
 Trainer.training_step of 4.48 divides the loss by GA when `model_accepts_loss_kwargs` is False
@@ -46,7 +45,8 @@ def divides_twice(trainer: Any) -> bool:
 
 @patch(
     id="trl.deepspeed-gas-double-scaling",
-    requires=("trl>=0.14", "transformers>=4.48.0,<4.49"),
+    catalogue="deepspeed-loss-divided-twice",
+    requires=("trl>=0.14", "transformers>=4.48.0,<4.49", "deepspeed"),  # the double division is DeepSpeed's
     targets="trl.trainer.grpo_trainer:GRPOTrainer.training_step",  # Trainer's, inherited: wrapped on the class
     expects=("self", "model", "inputs"),
 )

@@ -6,9 +6,8 @@ Symptom:   num_generations=1 on one GPU fails with "The global train batch size 
            combinations with "Valid values: []" and no way forward.
 Upstream:  KF-2; ms-swift reports of "Valid values: []"; trl moved the check to
            GRPOConfig only in 0.18.
-Affects:   trl >= 0.14: before 0.18 the rules run after model loading; no version explains the zero
+Versions:  trl >= 0.14: before 0.18 the rules run after model loading; no version explains the zero
            advantage of num_generations=1 or names a setting that works.
-Catalogue: batch-rules-misleading (docs/failures.md)
 Remove when: upstream's GRPOConfig rejects every impossible setting itself, naming a valid one.
 """
 
@@ -26,6 +25,7 @@ def _has_num_generations_field(module: Any) -> str | None:
 
 @patch(
     id="trl.grpo-config-check",
+    catalogue="batch-rules-misleading",
     requires="trl>=0.14",
     targets="trl.trainer.grpo_config:GRPOConfig.__post_init__",
     expects=("self",),

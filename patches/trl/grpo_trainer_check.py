@@ -4,8 +4,7 @@ Symptom:   on trl <= 0.17 the batch rules run only after the policy and referenc
            loaded (minutes on a large model) and give KF-2's misleading message; a config built
            before grpo_compat.apply(), or in another process, was never checked at all.
 Upstream:  KF-2 (trl moved the checks to GRPOConfig in 0.18).
-Affects:   trl >= 0.14 (the GRPOConfig created before apply() case is version independent).
-Catalogue: batch-rules-misleading (docs/failures.md)
+Versions:  trl >= 0.14 (the GRPOConfig created before apply() case is version independent).
 Remove when: every supported trl validates in GRPOConfig and trl.grpo-config-check is gone.
 """
 
@@ -19,6 +18,7 @@ from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 @patch(
     id="trl.grpo-trainer-check",
+    catalogue="batch-rules-misleading",
     requires="trl>=0.14",
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     expects=("self", "model", "args"),

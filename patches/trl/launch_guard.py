@@ -5,9 +5,8 @@ Symptom:   on a machine with more than one visible GPU, `python train.py` (no la
            tensor b (4) at non-singleton dimension 0" in SFTTrainer.compute_loss, or, with per-device
            batch 1, no error at all and training on 1/n_gpu of the data (transformers 4.51-4.56).
 Upstream:  huggingface/trl#3392, #3344 (KF-4).
-Affects:   trl >= 0.14 (every version with GRPO). trl >= 1.15 refuses `args.n_gpu > 1` itself, but
+Versions:  trl >= 0.14 (every version with GRPO). trl >= 1.15 refuses `args.n_gpu > 1` itself, but
            only after the model has loaded, and without the command that would work.
-Catalogue: dataparallel-plain-python (docs/failures.md)
 Remove when: the oldest supported trl refuses this launch before loading the model, naming the command.
 
 Checked before upstream __init__, on the `args` passed in (found by parameter name). With args=None
@@ -88,6 +87,7 @@ def _single_gpu_opted_in() -> bool:
 
 @patch(
     id="trl.launch-guard",
+    catalogue="dataparallel-plain-python",
     requires="trl>=0.14",
     targets=("trl.trainer.grpo_trainer:GRPOTrainer.__init__", "trl.trainer.sft_trainer:SFTTrainer.__init__"),
     expects=("self", "model", "args"),

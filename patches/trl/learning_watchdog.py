@@ -7,10 +7,9 @@ Symptom:   a GRPO run finishes without an error while the weights never change a
            next generation turns into "probability tensor contains either inf, nan or element < 0"; or
            completions all cut at max_completion_length, so the reward judges truncated text.
 Upstream:  KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
-Affects:   every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
+Versions:  every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
            SwiftMixin.train -> super().train()). Settings: GRPO_COMPAT_WATCHDOG=warn|stop|off and the
            thresholds in grpo_compat/fixes/watchdog.py.
-Catalogue: no-learning, training-diverged, completions-truncated (docs/failures.md)
 Remove when: never by version: the watchdog catches configurations, not an upstream bug.
 """
 
@@ -26,6 +25,7 @@ WATCHDOG_CLASS = "LearningWatchdog"
 
 @patch(
     id="trl.learning-watchdog",
+    catalogue=("no-learning", "training-diverged", "completions-truncated"),
     requires="trl>=0.14",
     # Inherited from transformers' Trainer: wrapping it on trl's GRPOTrainer scopes the watchdog to
     # GRPO (trl's, its subclasses and ms-swift's), and swift deletes only __init__ and log from it.

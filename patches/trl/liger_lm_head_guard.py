@@ -7,9 +7,8 @@ Symptom:   with use_liger_loss / use_liger_kernel, a model whose backbone alread
            but got [s0, 32000] X [4096, 32000]" deep inside torch.compile.
 Upstream:  KF-3 (unsloth#1790 is the same projection in Unsloth's loss); TRL 1.6+
            works around VLMs only (its comment: "base_model is self (re-runs lm_head)").
-Affects:   trl 0.17-1.13 (GRPOTrainer._get_last_hidden_state + compute_liger_loss). trl 1.14 projects in
+Versions:  trl 0.17-1.13 (GRPOTrainer._get_last_hidden_state + compute_liger_loss). trl 1.14 projects in
            `_chunked_logps`, 1.15+ in the fused lm-head forward: other code, not wrapped here.
-Catalogue: lm-head-applied-twice (docs/failures.md)
 Remove when: the oldest supported trl is >= 1.14.
 
 The shape decision is grpo_compat.fixes.shapes.projection_input (shared with unsloth.lm-head-guard):
@@ -90,7 +89,8 @@ def liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any
 
 patch_each(
     id=PATCH_ID,
-    requires="trl>=0.17,<1.14",
+    catalogue="lm-head-applied-twice",
+    requires=("trl>=0.17,<1.14", "liger-kernel"),
     wrappers={
         "trl.trainer.grpo_trainer:GRPOTrainer._get_last_hidden_state": checked_hidden_state,
         "trl.trainer.grpo_trainer:GRPOTrainer.compute_liger_loss": liger_loss_or_fallback,

@@ -4,10 +4,9 @@ Symptom:   RuntimeError: Size does not match at dimension 0 expected index [269,
            self [268, 152064] apart from dimension 1, inside _get_per_token_logps (trl 0.15-1.13);
            trl >= 1.15 returns L-1 columns for logits_to_keep = L and the loss fails against the mask.
 Upstream:  KF-1; modelscope/ms-swift #3377, #3096, #6035 (ms-swift reaches this method through super()).
-Affects:   trl >= 0.15: _get_per_token_logps (0.15-0.19, a tensor), _get_per_token_logps_and_entropies
+Versions:  trl >= 0.15: _get_per_token_logps (0.15-0.19, a tensor), _get_per_token_logps_and_entropies
            (0.20+, a 2-tuple; a 3-tuple from 1.7.1; the fused lm-head path from 1.15), compute_loss.
            Not trl 1.14.x: its method takes (model, *args), so calls pass through to upstream unchanged.
-Catalogue: logps-logits-to-keep-off-by-one (docs/failures.md)
 Remove when: upstream returns logits_to_keep columns and masks the ones no logit predicts.
 
 With K = logits_to_keep >= L, the first K - (L - 1) of the K columns have no predicting logit: they get
@@ -98,6 +97,7 @@ def _unpredictable_in(inputs: Any) -> int:
 # One fix in two halves that must never be applied apart: padded log-probs, and a loss that skips the padding.
 patch_each(
     id="trl.logps-alignment",
+    catalogue="logps-logits-to-keep-off-by-one",
     requires="trl>=0.15",
     wrappers={
         "trl.trainer.grpo_trainer:GRPOTrainer._get_per_token_logps?": aligned_log_probs,

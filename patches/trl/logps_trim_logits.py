@@ -4,8 +4,7 @@ Symptom:   RuntimeError: The size of tensor a (8) must match the size of tensor 
            dimension 1, in selective_log_softmax (fp32); in bf16 silently shifted log-probs. Only for a
            model whose forward accepts but ignores logits_to_keep (VLMs, custom wrappers).
 Upstream:  huggingface/trl#3681 (the trim logits[:, -logits_to_keep:] was removed; #3682 closed unmerged); KF-1.
-Affects:   trl 0.19.0 and 0.19.1 (_get_per_token_logps); the window is TRIM_MISSING below.
-Catalogue: logits-to-keep-ignored-trl-0.19 (docs/failures.md)
+Versions:  trl 0.19.0 and 0.19.1 (_get_per_token_logps); the window is TRIM_MISSING below.
 Remove when: trl 0.19 is no longer supported.
 
 The model is handed to upstream behind alignment.KeepLastLogits, which keeps the logits_to_keep + 1
@@ -27,6 +26,7 @@ TRIM_MISSING = "trl>=0.19.0,<0.20"
 
 @patch(
     id="trl.logps-trim-logits",
+    catalogue="logits-to-keep-ignored-trl-0.19",
     requires=TRIM_MISSING,
     targets="trl.trainer.grpo_trainer:GRPOTrainer._get_per_token_logps",
     expects=("model", "logits_to_keep"),

@@ -6,11 +6,10 @@ Symptom:   GRPOTrainer with a LoRA `peft_config` and `gradient_checkpointing=Tru
            tensor outside the checkpointed blocks (e.g. modules_to_save=["lm_head"]) there is no error:
            the LoRA weights inside the blocks silently get no gradient.
 Upstream:  huggingface/trl#3089; fixed by trl#2848 (GRPOTrainer._enable_gradient_checkpointing, trl 0.16.0).
-Affects:   trl 0.14-0.15 with peft. Reentrant checkpointing (transformers 4.x's default) needs an input
+Versions:  trl 0.14-0.15 with peft. Reentrant checkpointing (transformers 4.x's default) needs an input
            that requires grad; the base model's embeddings are frozen, and PEFT only hooks them when
            checkpointing was already on when the adapter was added, which TRL 0.14/0.15 turn on later,
            in Trainer.train.
-Catalogue: peft-checkpointing-no-grad (docs/failures.md)
 Remove when: trl 0.16 is the oldest supported version.
 
 After GRPOTrainer.__init__, the model's input embeddings get transformers' own
@@ -39,6 +38,7 @@ def needs_input_grads(model: Any, args: Any) -> bool:
 
 @patch(
     id="trl.peft-input-grads",
+    catalogue="peft-checkpointing-no-grad",
     requires=("trl>=0.14,<0.16", "peft"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     expects=("self", "model", "args"),

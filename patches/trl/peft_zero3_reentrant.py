@@ -8,10 +8,9 @@ Symptom:   GRPO with a PEFT adapter, DeepSpeed ZeRO-3 and non-reentrant gradient
 Upstream:  huggingface/trl#4951 (SFTTrainer, trl 0.28.0) and huggingface/trl#6356 (GRPO and the other
            trainers, trl 1.9.0), transformers#47254; DeepSpeed's own fix is deepspeedai/DeepSpeed#8148
            ("Z3: Support for activation ckpt with frozen params"), shipped in DeepSpeed 0.19.3.
-Affects:   trl 0.14-1.8 with peft, ZeRO-3 and a DeepSpeed without #8148 (< 0.19.3), whenever
+Versions:  trl 0.14-1.8 with peft, ZeRO-3 and a DeepSpeed without #8148 (< 0.19.3), whenever
            checkpointing is non-reentrant: trl 0.27+ make use_reentrant=False the default, transformers 5
            too, and anyone may pass it. Reproduced on CPU with trl 0.29.1 + DeepSpeed 0.19.0 + peft 0.18.1.
-Catalogue: peft-zero3-checkpoint-error (docs/failures.md)
 Remove when: the oldest supported trl is 1.9, or the oldest supported DeepSpeed has #8148.
 
 Before GRPOTrainer.__init__, as trl 1.9 does: `gradient_checkpointing_kwargs["use_reentrant"] = True`,
@@ -53,7 +52,8 @@ def must_reenter(model: Any, args: Any, peft_config: Any) -> bool:
 
 @patch(
     id="trl.peft-zero3-reentrant",
-    requires=("trl>=0.14,<1.9", "peft", "deepspeed"),
+    catalogue="peft-zero3-checkpoint-error",
+    requires=("trl>=0.14,<1.9", "peft", "deepspeed<0.19.3"),  # and #8148 feature-detected below it
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     expects=("self", "model", "args", "peft_config"),
     detect=trl_grpo_trainer_init_present,

@@ -4,9 +4,8 @@ Symptom:   none: GMPOTrainer overrides only _compute_loss; with use_liger_kernel
            inherits from GRPOTrainer sends every step to the fused Liger GRPO loss, so the run trains GRPO
            (same loss value as GRPOTrainer's) and the GMPO objective is never computed. No warning.
 Upstream:  huggingface/trl#6808, #7270 (census row 32); trl 1.14.0 always calls _compute_loss.
-Affects:   trl 1.7.0 (GMPOTrainer added) to 1.13.x. Reproduced on CPU: trl 1.9.2 + liger-kernel 0.8.0 (matrix cell
+Versions:  trl 1.7.0 (GMPOTrainer added) to 1.13.x. Reproduced on CPU: trl 1.9.2 + liger-kernel 0.8.0 (matrix cell
            trl-1.9-liger, reproducer gmpo-liger) and 0.8.2: the Liger-path loss equals GRPO's, not GMPO's.
-Catalogue: gmpo-liger-trains-grpo (docs/failures.md)
 Remove when: the oldest supported trl is >= 1.14.
 """
 
@@ -19,6 +18,7 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="trl.refuse-gmpo-with-liger",
+    catalogue="gmpo-liger-trains-grpo",
     requires=("trl>=1.7,<1.14",),
     targets="trl.experimental.gmpo.gmpo_trainer:GMPOTrainer.__init__",
     expects=("self", "model", "args"),

@@ -5,14 +5,13 @@ Symptom:   ValueError: Unknown loss type: dapo, at the first training step (afte
            liger stores it without a check; the default loss_type is "dapo" from trl 0.22, which no liger had
            before 0.6.4.
 Upstream:  huggingface/trl#4172 (trl 0.26 raised its liger minimum to 0.6.4); census row 32.
-Affects:   trl 0.18-1.12 with the Liger GRPO loss (use_liger_loss; use_liger_kernel from trl 0.25) and a
+Versions:  trl 0.18-1.12 with the Liger GRPO loss (use_liger_loss; use_liger_kernel from trl 0.25) and a
            liger-kernel whose loss lacks the loss_type: dapo before 0.6.4, cispo / sapo before 0.7.0, luspo /
            vespo before 0.8.0 (LOSS_TYPES_SINCE below, read from every liger release). Crashing pairs pip allows:
            trl 0.22-0.25 + liger 0.5.8-0.6.3 (the default), 0.26-0.28 + 0.6.4-0.6.5 (cispo, sapo), 0.28-1.3 +
            liger < 0.8 (luspo, vespo). trl 1.13 uses its own copy of the loss, 1.14+ none: outside the window.
            Reproduced on CPU: trl 0.23.1 + liger-kernel 0.6.2 (matrix cell trl-0.23-liger, reproducer
            liger-loss-type); bnpo trains there, patched with weights identical to plain.
-Catalogue: liger-loss-type-missing (docs/failures.md)
 Remove when: the oldest supported trl is >= 1.13 (or requires a liger-kernel that computes every loss_type it has).
 """
 
@@ -46,6 +45,7 @@ def liger_loss_selected(args: Any, trl_version: str) -> bool:
 
 @patch(
     id="trl.refuse-liger-missing-loss-type",
+    catalogue="liger-loss-type-missing",
     requires=("trl>=0.18,<1.13", "liger-kernel>=0.5.7,<0.8"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     expects=("self", "model", "args"),

@@ -5,9 +5,8 @@ Symptom:   TypeError: Trainer.__init__() got an unexpected keyword argument 'pro
 Upstream:  MedicalGPT #444, huggingface/trl#2770 (census row 17). Every trl with GRPO passes processing_class,
            which Trainer takes from transformers 4.46.0; trl declares transformers>=4.46.0, so the pair is
            reached with --no-deps or a later forced downgrade.
-Affects:   trl >= 0.14 with transformers < 4.46. Reproduced on CPU: trl 0.14.0 and 0.15.2 + transformers 4.45.2
+Versions:  trl >= 0.14 with transformers < 4.46. Reproduced on CPU: trl 0.14.0 and 0.15.2 + transformers 4.45.2
            fail; 4.46.0 trains (matrix cell trl-0.14-tf4.45, reproducer processing-class).
-Catalogue: trl-processing-class-transformers-4.45 (docs/failures.md)
 Remove when: never needed by an install that respects trl's declared requirements; delete with trl 0.x support.
 """
 
@@ -21,6 +20,7 @@ from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 @patch(
     id="trl.refuse-transformers-without-processing-class",
+    catalogue="trl-processing-class-transformers-4.45",
     requires=("trl>=0.14", "transformers<4.46"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     detect=trl_grpo_trainer_init_present,

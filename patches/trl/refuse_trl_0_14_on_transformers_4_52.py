@@ -6,11 +6,10 @@ Symptom:   none: training runs, but trl 0.14 asks the model for num_logits_to_ke
            Policy, ratio and KL terms are computed on the wrong tokens (grad_norm 1.264 against 1.054 on
            4.51.3, same seed).
 Upstream:  huggingface/transformers#37149 (census row 17, the silent form); trl 0.15 slices the logits itself.
-Affects:   trl 0.14.x with transformers >= 4.52 (pip allows it: trl 0.14 declares transformers>=4.46.0).
+Versions:  trl 0.14.x with transformers >= 4.52 (pip allows it: trl 0.14 declares transformers>=4.46.0).
            Reproduced on CPU with 4.52.0, 4.52.4 and 4.53.3; 4.46.3 and 4.51.3 are correct (matrix cell
            trl-0.14-tf4.52, reproducer num-logits-to-keep-ignored). A shim would have to rewrite trl 0.14's
            nested log-prob function; pinning either package is the fix.
-Catalogue: trl-0.14-logits-to-keep-ignored (docs/failures.md)
 Remove when: trl 0.14 is no longer supported.
 """
 
@@ -24,6 +23,7 @@ from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 @patch(
     id="trl.refuse-trl-0.14-on-transformers-4.52",
+    catalogue="trl-0.14-logits-to-keep-ignored",
     requires=("trl>=0.14,<0.15", "transformers>=4.52"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     detect=trl_grpo_trainer_init_present,

@@ -6,9 +6,8 @@ Symptom:   a reward function that returns one value (for a whole batch, say) tra
            The dry run (trl.reward-dry-run) sees only two rows: a count that depends on the data shows
            up later.
 Upstream:  census row 27 (huggingface/trl#6533); trl 1.10 checks the count itself (PR #6534).
-Affects:   trl 0.14-1.9. Each Python reward function is wrapped once the trainer is built: same name,
+Versions:  trl 0.14-1.9. Each Python reward function is wrapped once the trainer is built: same name,
            signature and sync / async kind, rewards untouched (weights identical to plain).
-Catalogue: reward-function-contract (docs/failures.md)
 Remove when: trl 1.9 is no longer supported.
 """
 
@@ -22,6 +21,7 @@ from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 @patch(
     id="trl.reward-count-check",
+    catalogue="reward-function-contract",
     requires="trl>=0.14,<1.10",
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     detect=trl_grpo_trainer_init_present,

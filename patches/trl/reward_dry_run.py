@@ -8,11 +8,10 @@ Symptom:   a reward function's contract mistake surfaces only after the model lo
            trl < 0.16), `'coroutine' object is not iterable` (async on trl < 0.27), `AttributeError:
            ... no attribute '__name__'` (callable objects and partials on trl < 1.9).
 Upstream:  census rows 26, 27 (trl #6533, #4939; unsloth #2907); trl 1.10 checks the count itself.
-Affects:   every trl >= 0.14: the keyword arguments differ by version (completion_ids from 0.18,
+Versions:  every trl >= 0.14: the keyword arguments differ by version (completion_ids from 0.18,
            trainer_state from 0.20, log_extra / log_metric from 1.0), and so does what is refused.
            Streaming datasets and environment_factory runs are not dry-run. GRPO_COMPAT_REWARD_CHECK=0
            turns it off (rewards with side effects: judges, remote calls).
-Catalogue: reward-function-contract (docs/failures.md)
 Remove when: never by version: it checks the user's functions against the installed trl.
 """
 
@@ -26,6 +25,7 @@ from grpo_compat.fixes.detectors import trl_grpo_trainer_init_present
 
 @patch(
     id="trl.reward-dry-run",
+    catalogue="reward-function-contract",
     requires="trl>=0.14",
     targets="trl.trainer.grpo_trainer:GRPOTrainer.__init__",
     expects=("self", "model", "reward_funcs"),

@@ -4,11 +4,10 @@ Symptom:   TypeError: GRPOTrainer._get_train_sampler() takes 1 positional argume
            trainer.train() before the first step (transformers' Trainer._get_dataloader calls
            sampler_fn(dataset)). Also through ms-swift 3.3.x, whose GRPOTrainer inherits trl's method.
 Upstream:  Tina #4, rl-swarm #304/#305, CPPO PR #7 (field reports); trl 0.18.0 added `dataset=None`.
-Affects:   trl 0.15.0-0.16.1 (their override takes no dataset) with transformers >= 4.52.0 (4.51.3 calls it
+Versions:  trl 0.15.0-0.16.1 (their override takes no dataset) with transformers >= 4.52.0 (4.51.3 calls it
            with none). trl 0.14 has no override and 0.17 builds its own dataloader: both train. pip allows
            every failing pair (trl 0.15-0.16 declare transformers>=4.46.0). Reproduced on CPU: trl 0.15.0-0.16.1
            x transformers 4.52.0-4.53.3 fail, 4.51.3 trains.
-Catalogue: trl-sampler-transformers-4.52 (docs/failures.md)
 Remove when: trl 0.17 is the oldest supported version.
 
 The dataset argument is dropped: trl's body samples from self.train_dataset, which is the dataset
@@ -32,6 +31,7 @@ def takes_no_dataset(module: Any) -> str | None:
 
 @patch(
     id="trl.train-sampler-signature",
+    catalogue="trl-sampler-transformers-4.52",
     requires=("trl>=0.15,<0.17", "transformers>=4.52"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer._get_train_sampler",
     expects=("self",),

@@ -7,8 +7,7 @@ Symptom:   Unsloth's GRPO loss asks the model for hidden states (UNSLOTH_RETURN_
            [s0, 32000] X [4096, 32000]" (Mistral 7B, vocab 32000, hidden 4096).
 Upstream:  unslothai/unsloth#1790 (KF-3); unsloth-zoo checked the width for VLMs in
            2026.3.2 (#546) and for text models only from 2026.5.4 (#602, merged 2026-05-22).
-Affects:   unsloth-zoo 2025.2.5-2026.5.3 (the text path projects whatever the model returned).
-Catalogue: lm-head-applied-twice (docs/failures.md)
+Versions:  unsloth-zoo 2025.2.5-2026.5.3 (the text path projects whatever the model returned).
 Remove when: the oldest supported unsloth-zoo is >= 2026.5.4.
 
 What runs is not unsloth_zoo.rl_replacements: Unsloth copies those functions as source text into a
@@ -119,6 +118,7 @@ _MODULES = (GENERATED, f"unsloth_cache_{GENERATED}", f"unsloth_compiled_cache.{G
 
 patch_each(
     id=PATCH_ID,
+    catalogue="lm-head-applied-twice",
     requires="unsloth-zoo>=2025.2.5,<2026.5.4",
     wrappers={
         "unsloth_zoo.compiler:create_new_function": guard_new_trainer_module,
