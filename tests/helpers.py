@@ -52,7 +52,7 @@ _CELL_OF_PYTHON: dict[str, object] = {}  # the interpreters cell_python gave, an
 def cell_python(name: str) -> str:
     """The interpreter of a matrix cell: the default cell is the env the tests run in, others get their own."""
     from grpo_compat.core.versions import installed_version
-    from matrix.project import ENVS, cells_file
+    from matrix.repository import ENVS, cells_file
 
     cells = cells_file()
     cell = cells.cells[name]
@@ -71,7 +71,7 @@ def cell_environment(python: str) -> dict[str, str]:
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     cell = _CELL_OF_PYTHON.get(python)
     if cell is not None:
-        from matrix.project import ENVS
+        from matrix.repository import ENVS
 
         environment["TORCH_EXTENSIONS_DIR"] = str(ENVS.torch_extensions(cell, Path(python).parent.parent))
     return environment
@@ -92,7 +92,7 @@ def smoke(
 def reproducer_results(cell_name: str, patch_id: str, folder: Path) -> dict[str, tuple[dict, dict]]:
     """Run the matrix's reproducer runs of ``patch_id`` in the cell: {mode: (matrix record, result JSON)}."""
     from grpo_compat.matrix import runner
-    from matrix.project import cells_file, repository_project
+    from matrix.repository import cells_file, repository_project
     from matrix.reproducers import REPRODUCERS
     from matrix.runs import planned_runs
 

@@ -71,7 +71,7 @@ def test_every_patch_has_an_effect_probe_or_one_line_saying_why_none_can_exist(p
 @pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
 def test_every_effect_probe_runs_in_a_matrix_cell_inside_the_patchs_window(patch):
     """The cells file's pins put at least one CPU cell in the window: its effects run (matrix/runs.py) probes it."""
-    from matrix.project import cells_file
+    from matrix.repository import cells_file
     from matrix.runs import effect_runs
 
     if not callable(EFFECT_PROBES.get(patch.id)):
