@@ -126,6 +126,22 @@ def _full_length_log_probs_have_k_columns() -> bool:
     return log_probs(result).shape == (2, 5)
 
 
+def _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for() -> bool:
+    import torch
+
+    from grpo_compat.testing.logps import causal_lm, log_prob_method, log_probs, trainer_stand_in
+    from grpo_compat.testing.smoke import ignore_logits_to_keep
+
+    model = ignore_logits_to_keep(causal_lm())
+    ids = torch.randint(0, 97, (2, 7), generator=torch.Generator().manual_seed(0))
+    try:  # trl 0.19.x: a broadcast error in fp32 (shifted log-probs in bf16)
+        with torch.no_grad():
+            result = log_prob_method()(trainer_stand_in(model), model, ids, torch.ones_like(ids), 4)
+    except RuntimeError:
+        return False
+    return log_probs(result).shape == (2, 4)
+
+
 class _CallbackAdded(Exception):
     pass
 
@@ -269,10 +285,10 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,
     "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,
+    "trl.logps-trim-logits": _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.
-    "trl.logps-trim-logits": None,
     "swift.grpo-arguments-check": None,
     "swift.logps-alignment": None,
     "swift.logps-alignment-3x": None,

@@ -25,7 +25,6 @@ PATCHES = registered_patches()
 # Patches whose effect probe is still to be written (issue 28): proven by their reproducers in the matrix and
 # by their own tests meanwhile. This list may only shrink: a new patch comes with its probe.
 PROBES_TO_WRITE = {
-    "trl.logps-trim-logits",
     "trl.liger-lm-head-guard",
     "trl.token-normalisation-scale",
     "trl.accumulation-steps-default",
