@@ -142,6 +142,32 @@ def _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for() -> bool
     return log_probs(result).shape == (2, 4)
 
 
+def _evaluation_before_training_finds_the_accumulation_steps() -> bool:
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+    from trl import GRPOTrainer
+
+    class Trainer:  # what trl's prediction_step calls; its loss divides by the attribute, as trl 0.22-0.27.0's does
+        args = SimpleNamespace(gradient_accumulation_steps=4)
+
+        def _prepare_inputs(self, inputs):
+            return inputs
+
+        def compute_loss_context_manager(self):
+            return contextlib.nullcontext()
+
+        def compute_loss(self, model, inputs):
+            return torch.tensor(2.0) / self.current_gradient_accumulation_steps
+
+    try:  # set by transformers' training loop only: evaluate() before train() has none
+        loss, _, _ = GRPOTrainer.prediction_step(Trainer(), None, {}, True)
+    except AttributeError:
+        return False
+    return loss.item() == 2.0  # evaluation accumulates nothing: divided by 1, as trl 0.27.1 does
+
+
 class _CallbackAdded(Exception):
     pass
 
@@ -286,6 +312,7 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,
     "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,
     "trl.logps-trim-logits": _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for,
+    "trl.accumulation-steps-default": _evaluation_before_training_finds_the_accumulation_steps,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.
@@ -298,7 +325,6 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "swift.reward-dry-run": None,
     "swift.reward-count-check": None,
     "swift.reward-names-check": None,
-    "trl.accumulation-steps-default": None,
     "swift.deepspeed-agreement": None,
     "trl.peft-input-grads": None,
     "trl.peft-zero3-reentrant": None,

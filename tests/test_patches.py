@@ -27,7 +27,6 @@ PATCHES = registered_patches()
 PROBES_TO_WRITE = {
     "trl.liger-lm-head-guard",
     "trl.token-normalisation-scale",
-    "trl.accumulation-steps-default",
     "trl.peft-input-grads",
     "trl.peft-zero3-reentrant",
     "swift.grpo-arguments-check",
