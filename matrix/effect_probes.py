@@ -142,6 +142,35 @@ def _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for() -> bool
     return log_probs(result).shape == (2, 4)
 
 
+def _a_backbone_returning_logits_is_named_before_liger_multiplies_them() -> bool:
+    from types import SimpleNamespace
+
+    import torch
+    from trl import GRPOTrainer
+
+    from grpo_compat.core.errors import LMHeadShapeError
+    from grpo_compat.testing.logps import causal_lm
+
+    model = causal_lm()
+    backbone = model.model.forward
+
+    def logits_as_hidden_states(input_ids=None, attention_mask=None, **kwargs):  # a backbone that applies lm_head
+        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return SimpleNamespace(last_hidden_state=model.lm_head(hidden))
+
+    model.model.forward = logits_as_hidden_states
+    accelerator = SimpleNamespace(unwrap_model=lambda m: m, is_main_process=True)
+    # What trl reads of a trainer there (its profiling decorator: args.report_to).
+    trainer = SimpleNamespace(accelerator=accelerator, args=SimpleNamespace(report_to=[]), model_kwarg_keys=())
+    ids = torch.randint(0, 97, (2, 6), generator=torch.Generator().manual_seed(0))
+    try:  # upstream hands the logits to Liger's fused loss as if hidden states: a matmul error there
+        with torch.no_grad():
+            GRPOTrainer._get_last_hidden_state(trainer, model, ids, torch.ones_like(ids), 3)
+    except LMHeadShapeError:
+        return True
+    return False
+
+
 def _evaluation_before_training_finds_the_accumulation_steps() -> bool:
     import contextlib
     from types import SimpleNamespace
@@ -313,13 +342,13 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,
     "trl.logps-trim-logits": _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for,
     "trl.accumulation-steps-default": _evaluation_before_training_finds_the_accumulation_steps,
+    "trl.liger-lm-head-guard": _a_backbone_returning_logits_is_named_before_liger_multiplies_them,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.
     "swift.grpo-arguments-check": None,
     "swift.logps-alignment": None,
     "swift.logps-alignment-3x": None,
-    "trl.liger-lm-head-guard": None,
     "trl.token-normalisation-scale": None,
     "swift.refuse-trl-0.20-on-swift-3.5": None,
     "swift.reward-dry-run": None,

@@ -25,7 +25,6 @@ PATCHES = registered_patches()
 # Patches whose effect probe is still to be written (issue 28): proven by their reproducers in the matrix and
 # by their own tests meanwhile. This list may only shrink: a new patch comes with its probe.
 PROBES_TO_WRITE = {
-    "trl.liger-lm-head-guard",
     "trl.token-normalisation-scale",
     "trl.peft-input-grads",
     "trl.peft-zero3-reentrant",
