@@ -19,7 +19,7 @@ from grpo_compat.core.versions import window_problem
 from grpo_compat.matrix import launchers
 from grpo_compat.matrix.project import NamedRun
 from grpo_compat.testing.smoke import free_port
-from matrix import harm_sweep, upstream_suite
+from matrix import effect_probes, harm_sweep, upstream_suite
 from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
@@ -45,6 +45,8 @@ SCRIPTS = {
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
+    # Every cell: each patch in its window applied, reverted and applied again, its effect probed in between.
+    "effects": Script(MATRIX / "effect_probes.py", "any", probe=True),  # its patches: effect_runs()
 }
 STEPS = 3
 # The smoke kinds of a trl or ms-swift cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
@@ -141,7 +143,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
     runs = _smoke_runs(versions, device, quick)
     skew = next((r for r in REPRODUCERS if r.breaks_every_run and not window_problem(r.requires, versions)), None)
     if skew is None:
-        return runs + _reproducer_runs(versions)
+        return runs + _reproducer_runs(versions) + effect_runs(versions)
     # Plain cannot train correctly in this cell: its smoke runs reproduce the skew (a crash; a silent skew trains
     # wrongly, which its probe shows) and the patched ones train or are refused; the other reproducers and trl's
     # own suites need a plain run that trains correctly, and run in the other cells.
@@ -154,7 +156,17 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
     else:
         patched = dict(expectation=f"trains where plain fails ({skew.patch})")
     runs = [replace(run, **(plain if run.mode == "plain" else patched)) for run in runs if run.kind in SMOKE_KINDS]
-    return runs + [run for run in _reproducer_runs(versions) if run.kind == f"repro:{skew.id}"]
+    return runs + [run for run in _reproducer_runs(versions) if run.kind == f"repro:{skew.id}"] + effect_runs(versions)
+
+
+def effect_runs(versions: dict[str, str | None]) -> list[Run]:
+    """One run that shows, in this process, the effect of every patch in the cell's window (matrix/effect_probes.py)."""
+    swift = bool(versions.get("ms-swift"))  # an ms-swift cell shows the swift patches, a trl cell the others
+    shown = [patch_id for patch_id in effect_probes.probes_in(versions) if patch_id.startswith("swift.") == swift]
+    if not shown:
+        return []
+    expectation = f"the effect of each of {len(shown)} patches while applied, none before apply() or after revert()"
+    return [Run("effects", "patched", "effects", flags=("--patches", ",".join(shown)), expectation=expectation)]
 
 
 def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> list[Run]:

@@ -4,7 +4,7 @@ Runs trl's ``tests/test_grpo_trainer.py`` (``--suite grpo``) or ``tests/test_sft
 (``--suite sft``: the launch guard wraps SFTTrainer too), from the trl git tag that matches the
 installed trl, in the interpreter that runs this file (a cell's env), offline, on CPU:
 
-    PY=$(python3 matrix/project.py ensure trl-1.9)
+    PY=$(python3 matrix/repository.py ensure trl-1.9)
     $PY matrix/upstream_suite.py --mode plain   --suite grpo --source /path/to/trl.git --output plain.json
     $PY matrix/upstream_suite.py --mode patched --suite grpo --source /path/to/trl.git --output patched.json
     python -m matrix.upstream_suite compare plain.json patched.json     # exit 1 on any difference

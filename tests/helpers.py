@@ -28,7 +28,7 @@ def run_python(
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, **(env or {})},
+        env={**cell_environment(python), **(env or {})},
         timeout=600,
     )
 
@@ -42,20 +42,39 @@ def run_script(python: str, script: str, *args: str, timeout: int = 900) -> subp
         text=True,
         timeout=timeout,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": pythonpath},
+        env={**cell_environment(python), "PYTHONPATH": pythonpath},
     )
+
+
+_CELL_OF_PYTHON: dict[str, object] = {}  # the interpreters cell_python gave, and their cells
 
 
 def cell_python(name: str) -> str:
     """The interpreter of a matrix cell: the default cell is the env the tests run in, others get their own."""
     from grpo_compat.core.versions import installed_version
-    from matrix.project import ENVS, cells_file
+    from matrix.repository import ENVS, cells_file
 
     cells = cells_file()
     cell = cells.cells[name]
     if name == cells.default and all(installed_version(d) == v for d, v in cell.pins.items() if d != "torch"):
-        return sys.executable
-    return str(ENVS.ensure(cell))
+        python = sys.executable
+    else:
+        python = str(ENVS.ensure(cell))
+    _CELL_OF_PYTHON[python] = cell
+    return python
+
+
+def cell_environment(python: str) -> dict[str, str]:
+    """The environment a test runs ``python`` in, as the matrix runner runs a cell's interpreter: bytecode is
+    written (cell envs are built without it: grpo_compat/matrix/envs.py) and DeepSpeed's CPU op is built once
+    per torch and DeepSpeed pair (CellEnvs.torch_extensions), not again each time the tests switch cells."""
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    cell = _CELL_OF_PYTHON.get(python)
+    if cell is not None:
+        from matrix.repository import ENVS
+
+        environment["TORCH_EXTENSIONS_DIR"] = str(ENVS.torch_extensions(cell, Path(python).parent.parent))
+    return environment
 
 
 def smoke(
@@ -73,7 +92,7 @@ def smoke(
 def reproducer_results(cell_name: str, patch_id: str, folder: Path) -> dict[str, tuple[dict, dict]]:
     """Run the matrix's reproducer runs of ``patch_id`` in the cell: {mode: (matrix record, result JSON)}."""
     from grpo_compat.matrix import runner
-    from matrix.project import cells_file, repository_project
+    from matrix.repository import cells_file, repository_project
     from matrix.reproducers import REPRODUCERS
     from matrix.runs import planned_runs
 

@@ -161,7 +161,7 @@ def test_doctor_and_plugin_path_on_any_arguments(command, extra):
 def test_matrix_on_any_arguments(monkeypatch, files, action, extra):
     import grpo_compat.matrix.cli as matrix_cli
     import grpo_compat.matrix.runner as matrix_runner
-    from matrix.project import repository_project
+    from matrix.repository import repository_project
 
     # A command line that is valid starts no matrix and writes nothing here: only the argument handling is under test.
     monkeypatch.setattr(matrix_runner, "run_matrix", lambda *args, **kwargs: 0)

@@ -205,7 +205,6 @@ def built(cell: str, mode: str, folder: str) -> dict:
     result = run_python(
         f"import sys; sys.argv[1:] = {[mode, json.dumps(cases), folder, 'trl']!r}\n" + BUILD_CONFIGS,
         python=cell_python(cell),
-        env={"TORCH_EXTENSIONS_DIR": str(Path(cell_python(cell)).parent.parent / "torch_extensions")},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -38,7 +38,7 @@ def test_zero2_grad_norm_is_a_quarter_of_ddp_on_transformers_4_48_unpatched(ga_s
     assert math.isclose(result["grad_norm_ratio"], 0.25, rel_tol=1e-3), result["grad_norm_ratio"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # its fixture runs the reproducer in the trl-0.15 cell (env build, DeepSpeed's op build, 4 launches)
 def test_patched_zero2_grad_norm_equals_ddp_and_ddp_is_untouched(ga_scaling):
     record, result = ga_scaling["patched"]
     assert record["status"] == "pass", record

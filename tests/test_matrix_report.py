@@ -13,7 +13,7 @@ import pytest
 
 from grpo_compat.matrix import report
 from grpo_compat.matrix.cli import main as matrix_main
-from matrix.project import cells_file
+from matrix.repository import cells_file
 from matrix.reproducers import REPRODUCERS
 
 CELLS_ORDER = {name: cell.index for name, cell in cells_file().cells.items()}  # the runner writes it

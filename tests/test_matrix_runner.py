@@ -11,7 +11,7 @@ import pytest
 from grpo_compat.matrix import runner
 from grpo_compat.matrix.cells import Cell
 from matrix import runs
-from matrix.project import cells_file, repository_project
+from matrix.repository import cells_file, repository_project
 from matrix.runs import Run, judge, planned_runs
 
 CELL = Cell(name="local", pins={"torch": "2.13.0"})
@@ -186,7 +186,7 @@ def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
     import shutil
     import subprocess
 
-    from matrix.project import ENVS, REPO
+    from matrix.repository import ENVS, REPO
 
     cell = Cell(name="offline-check", pins={"torch": "preinstalled"}, exclude_newer="2026-11-01")
     wheelhouse = ENVS.fill_wheelhouse(cell, tmp_path / "wheels", preinstalled_torch="2.13.0")
@@ -199,7 +199,7 @@ def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
     # `project.py ensure` takes cells from cells.toml; this ad-hoc cell is built through the module.
     code = (
         "import sys; from pathlib import Path; from grpo_compat.matrix.cells import Cell; "
-        "from matrix.project import ENVS; "
+        "from matrix.repository import ENVS; "
         f"print(ENVS.ensure(Cell(name='offline-check', pins={{'torch': 'preinstalled'}}, exclude_newer='2026-11-01'), "
         f"Path({str(tmp_path / 'env')!r}), wheelhouse=Path({str(wheelhouse)!r})))"
     )

@@ -9,7 +9,7 @@ import pytest
 
 from grpo_compat.matrix import workflow
 from grpo_compat.matrix.cells import load_cells_file
-from matrix.project import cells_file, repository_project
+from matrix.repository import cells_file, repository_project
 from tests.helpers import REPO
 
 WORKFLOW_FILE = repository_project().workflow_file

@@ -111,3 +111,11 @@ def test_the_engine_and_the_fixes_import_nothing_above_them():
         if name == layer or name.startswith(layer + ".")
     }
     assert {name: found for name, found in reaching_up.items() if found} == {}
+
+
+def test_the_repositorys_matrix_scripts_share_no_module_name_with_the_packages_matrix_runner():
+    # matrix/ holds this repository's cells, plan and scripts (data the runner runs); grpo_compat/matrix is the runner.
+    scripts = {path.stem for path in (REPO / "matrix").glob("*.py")} - {"__init__"}
+    runner = {path.stem for path in (PACKAGE / "matrix").glob("*.py")} - {"__init__"}
+    assert scripts & runner == set()
+    assert not (REPO / "matrix" / "__main__.py").exists(), "python -m matrix.repository matrix is the entry point"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.matrix import runner
-from matrix.project import cells_file, repository_project
+from matrix.repository import cells_file, repository_project
 from matrix.reproducers import REPRODUCERS
 from matrix.runs import Run
 from tests.helpers import cell_python, reproducer_results

@@ -279,7 +279,7 @@ SLOW_SUBSET = "test_init_minimal or test_train_dataset_format"
 @pytest.mark.slow
 def test_trl_grpo_tests_agree_plain_and_patched(tmp_path: Path) -> None:
     """A few of trl's own GRPO tests, plain and patched, in this interpreter (or UPSTREAM_SUITE_PYTHON,
-    e.g. a cell's: $(python3 matrix/project.py ensure trl-1.9)) with the tests of its trl's tag."""
+    e.g. a cell's: $(python3 matrix/repository.py ensure trl-1.9)) with the tests of its trl's tag."""
     python = os.environ.get("UPSTREAM_SUITE_PYTHON", sys.executable)
     source = _trl_source()
     if source is None:
@@ -294,7 +294,7 @@ def test_trl_grpo_tests_agree_plain_and_patched(tmp_path: Path) -> None:
         # The tests of another trl do not import (1.9's need trl.import_utils names that 1.16 dropped).
         pytest.skip(
             f"{source} has no tag for trl {version} (HEAD is trl {suite.source_version(gdir, 'HEAD')}); "
-            "run with UPSTREAM_SUITE_PYTHON=$(python3 matrix/project.py ensure trl-1.9)"
+            "run with UPSTREAM_SUITE_PYTHON=$(python3 matrix/repository.py ensure trl-1.9)"
         )
     arguments = ["--mode", "both", "--suite", "grpo", "--source", str(source), "--output", str(tmp_path / "grpo.json")]
     arguments += ["--scratch", str(tmp_path / "s"), "--keyword", SLOW_SUBSET, "--timeout", "300"]

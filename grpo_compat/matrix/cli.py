@@ -1,8 +1,8 @@
 """``grpo-compat matrix``: the version matrix's command line (init, run, report, workflow).
 
 With ``--cells-file FILE`` it runs a user's matrix (grpo_compat.matrix.entries.user_project); without, this
-repository's own, whose checkout hands its project in (``python -m matrix`` in a checkout; the installed
-package never imports anything from a checkout).
+repository's own, whose checkout hands its project in (``python -m matrix.repository matrix ...`` in a checkout;
+the installed package never imports anything from a checkout).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None, repository: Callable[[], MatrixProject] | None = None) -> int:
-    """``repository``: builds this repository's own project (given by its checkout's ``python -m matrix``)."""
+    """``repository``: builds this repository's own project (its checkout's matrix/repository.py)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

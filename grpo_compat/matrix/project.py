@@ -1,7 +1,7 @@
 """A matrix project: a cells file, the runs each cell gets (its plan), and where envs and results go.
 
 Two kinds of project go through the same runner (grpo_compat.matrix.runner):
-- this repository's own matrix (its checkout's matrix/project.py): smoke scripts, reproducers, probes;
+- this repository's own matrix (its checkout's matrix/repository.py): smoke scripts, reproducers, probes;
 - a user's matrix (grpo_compat.matrix.entries.user_project): the user's cells file and entry points.
 """
 

@@ -128,7 +128,8 @@ def _plugin_path(args: argparse.Namespace) -> int:
 
 
 def _matrix(matrix_arguments: list[str]) -> int:
-    """A user's matrix (--cells-file, init) runs here; this project's own hands over to its checkout's matrix/."""
+    """A user's matrix (--cells-file, init) runs here; this project's own hands over to its checkout's
+    matrix/repository.py, whose project (cells, plan, scripts) the same runner then runs."""
     import os
     import subprocess
     from pathlib import Path
@@ -145,7 +146,7 @@ def _matrix(matrix_arguments: list[str]) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
     try:
-        return subprocess.call([sys.executable, "-m", "matrix", *matrix_arguments], env=env)
+        return subprocess.call([sys.executable, "-m", "matrix.repository", "matrix", *matrix_arguments], env=env)
     except KeyboardInterrupt:
         return 130
 

@@ -1,11 +1,13 @@
 """This repository's own matrix: matrix/cells.toml, the runs of matrix/runs.py, envs and results in .matrix/.
 
-    python matrix/project.py ensure trl-0.16          # build the cell's env if needed; print its python
-    python matrix/project.py ensure trl-1.16 --path .venv --extras dev     # the development env (setup.sh)
-    python matrix/project.py wheels trl-1.16-cuda --out wheelhouse --torch-version 2.11.0   # for an offline GPU
+    python matrix/repository.py ensure trl-0.16          # build the cell's env if needed; print its python
+    python matrix/repository.py ensure trl-1.16 --path .venv --extras dev     # the development env (setup.sh)
+    python matrix/repository.py wheels trl-1.16-cuda --out wheelhouse --torch-version 2.11.0   # for an offline GPU
 
-``grpo-compat matrix`` without --cells-file hands over to ``python -m matrix`` in this checkout, which runs
-:func:`repository_project` through the package's runner: one runner for this matrix and users' matrices.
+    python matrix/repository.py matrix run --quick    # the same as grpo-compat matrix run --quick, here
+
+``grpo-compat matrix`` without --cells-file hands over to ``python -m matrix.repository matrix`` in this checkout,
+which runs :func:`repository_project` through the package's runner: one runner for this matrix and users' matrices.
 """
 
 from __future__ import annotations
@@ -66,8 +68,14 @@ def repository_project() -> MatrixProject:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["matrix"]:  # the package's runner (grpo-compat matrix) on this repository's project
+        from grpo_compat.matrix.cli import main as run_matrix_command
+
+        return run_matrix_command(argv[1:], repository=repository_project)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("matrix", help="grpo-compat matrix's commands (run, report, workflow) on this repository's matrix")
     ensure = sub.add_parser("ensure", help="build the cell's env if needed and print its python")
     ensure.add_argument("cell", nargs="?", help="cell name (default: the default cell)")
     ensure.add_argument("--path", type=Path, help="where to put the env instead of .matrix/envs")

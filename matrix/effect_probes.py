@@ -1,0 +1,428 @@
+"""Every patch's effect probe, and the matrix run that shows each effect in the cells inside its window.
+
+    python -m matrix.effect_probes --mode patched --output effects.json     # in a cell's env
+
+PROBES maps each patch id to a function that returns True exactly when the patch's effect is visible in this
+process (the behaviour, not the attribute assignment), or to one line saying why the patch has no effect one
+process can show. tests/test_patches.py runs the probes of the patches whose window the development env is in;
+the ``effects`` run of each matrix cell (matrix/runs.py) runs :func:`round_trip` for every patch in its window
+there: no effect before apply(), the effect after it (twice), none after revert().
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from grpo_compat.core.errors import GRPOSettingsError, LaunchError, RewardFunctionError, UnsupportedCombinationError
+from grpo_compat.testing.smoke import ProbeFailed, parse_args, run_smoke
+
+_CONFIG = dict(num_generations=2, per_device_train_batch_size=2, use_cpu=True, bf16=False, report_to="none")
+_MISSING_MODEL = "/nonexistent/model"  # upstream fails loading it; a refusal comes before
+
+
+def _refused_before_loading(build: Callable[[], Any], refusal: type[BaseException]) -> bool:
+    """Whether ``build`` (a trainer on a model path that does not exist) is refused with ``refusal``."""
+    try:
+        build()
+    except refusal:
+        return True
+    except Exception:  # noqa: BLE001 - upstream's own failure (loading the missing model, or the skew itself)
+        return False
+    return False
+
+
+def _grpo_config(**settings: Any) -> Any:
+    from trl import GRPOConfig
+
+    return GRPOConfig(output_dir=tempfile.mkdtemp(prefix="effect-probe-"), **{**_CONFIG, **settings})
+
+
+def _zero_reward(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def _grpo_trainer_on_a_missing_model(**settings: Any) -> Callable[[], Any]:
+    def build() -> Any:
+        from trl import GRPOTrainer
+
+        return GRPOTrainer(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=_grpo_config(**settings))
+
+    return build
+
+
+def _single_generation_is_rejected_by_grpo_compat() -> bool:
+    try:
+        _grpo_config(num_generations=1)
+    except GRPOSettingsError:
+        return True
+    except ValueError:
+        return False  # upstream's own refusal
+    return False
+
+
+def _trainer_refuses_a_bad_config_before_loading() -> bool:
+    from trl import GRPOTrainer
+
+    config = _grpo_config()
+    config.num_generations = 3  # changed after the config check: only the trainer can see it
+
+    def build() -> Any:
+        return GRPOTrainer(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=config)
+
+    return _refused_before_loading(build, GRPOSettingsError)
+
+
+def _reward_without_kwargs_is_refused_before_loading() -> bool:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    data = Dataset.from_dict({"prompt": ["a", "b"]})
+
+    def build() -> Any:
+        return GRPOTrainer(
+            model=_MISSING_MODEL, reward_funcs=lambda completions: [0.0], args=_grpo_config(), train_dataset=data
+        )
+
+    return _refused_before_loading(build, RewardFunctionError)
+
+
+def _two_gpu_plain_launch_is_refused_by_grpo_compat() -> bool:
+    from unittest import mock
+
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    with tempfile.TemporaryDirectory() as empty, mock.patch.object(torch.cuda, "device_count", return_value=2):
+        # One process seeing 2 GPUs: GRPOConfig reads the count only while it is built (tests/test_launch_guard.py).
+        config = GRPOConfig(output_dir=empty, num_generations=2, per_device_train_batch_size=2, bf16=False)
+        assert config.n_gpu == 2
+        try:  # an empty model folder: upstream fails loading it, the guard refuses before
+            GRPOTrainer(model=empty, reward_funcs=lambda completions, **kw: [0.0], args=config)
+        except LaunchError:
+            return True
+        except (OSError, ValueError):
+            return False
+    return False
+
+
+def _full_length_log_probs_have_k_columns() -> bool:
+    import torch
+
+    from grpo_compat.testing.logps import causal_lm, log_prob_method, log_probs, trainer_stand_in
+
+    model = causal_lm()
+    ids = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(0))
+    try:  # upstream returns L - 1 = 4 columns for logits_to_keep = L = 5 (trl >= 1.15), or fails the gather
+        with torch.no_grad():
+            result = log_prob_method()(trainer_stand_in(model), model, ids, torch.ones_like(ids), 5)
+    except RuntimeError:
+        return False
+    return log_probs(result).shape == (2, 5)
+
+
+def _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for() -> bool:
+    import torch
+
+    from grpo_compat.testing.logps import causal_lm, log_prob_method, log_probs, trainer_stand_in
+    from grpo_compat.testing.smoke import ignore_logits_to_keep
+
+    model = ignore_logits_to_keep(causal_lm())
+    ids = torch.randint(0, 97, (2, 7), generator=torch.Generator().manual_seed(0))
+    try:  # trl 0.19.x: a broadcast error in fp32 (shifted log-probs in bf16)
+        with torch.no_grad():
+            result = log_prob_method()(trainer_stand_in(model), model, ids, torch.ones_like(ids), 4)
+    except RuntimeError:
+        return False
+    return log_probs(result).shape == (2, 4)
+
+
+def _a_backbone_returning_logits_is_named_before_liger_multiplies_them() -> bool:
+    from types import SimpleNamespace
+
+    import torch
+    from trl import GRPOTrainer
+
+    from grpo_compat.core.errors import LMHeadShapeError
+    from grpo_compat.testing.logps import causal_lm
+
+    model = causal_lm()
+    backbone = model.model.forward
+
+    def logits_as_hidden_states(input_ids=None, attention_mask=None, **kwargs):  # a backbone that applies lm_head
+        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return SimpleNamespace(last_hidden_state=model.lm_head(hidden))
+
+    model.model.forward = logits_as_hidden_states
+    accelerator = SimpleNamespace(unwrap_model=lambda m: m, is_main_process=True)
+    # What trl reads of a trainer there (its profiling decorator: args.report_to).
+    trainer = SimpleNamespace(accelerator=accelerator, args=SimpleNamespace(report_to=[]), model_kwarg_keys=())
+    ids = torch.randint(0, 97, (2, 6), generator=torch.Generator().manual_seed(0))
+    try:  # upstream hands the logits to Liger's fused loss as if hidden states: a matmul error there
+        with torch.no_grad():
+            GRPOTrainer._get_last_hidden_state(trainer, model, ids, torch.ones_like(ids), 3)
+    except LMHeadShapeError:
+        return True
+    return False
+
+
+def _evaluation_before_training_finds_the_accumulation_steps() -> bool:
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+    from trl import GRPOTrainer
+
+    class Trainer:  # what trl's prediction_step calls; its loss divides by the attribute, as trl 0.22-0.27.0's does
+        args = SimpleNamespace(gradient_accumulation_steps=4)
+
+        def _prepare_inputs(self, inputs):
+            return inputs
+
+        def compute_loss_context_manager(self):
+            return contextlib.nullcontext()
+
+        def compute_loss(self, model, inputs):
+            return torch.tensor(2.0) / self.current_gradient_accumulation_steps
+
+    try:  # set by transformers' training loop only: evaluate() before train() has none
+        loss, _, _ = GRPOTrainer.prediction_step(Trainer(), None, {}, True)
+    except AttributeError:
+        return False
+    return loss.item() == 2.0  # evaluation accumulates nothing: divided by 1, as trl 0.27.1 does
+
+
+class _CallbackAdded(Exception):
+    pass
+
+
+def _grpo_training_gets_the_learning_watchdog() -> bool:
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    def add_callback(callback):
+        raise _CallbackAdded(type(callback).__name__)  # stop before any training
+
+    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[]), add_callback=add_callback)
+    try:
+        GRPOTrainer.train(trainer)
+    except _CallbackAdded as added:
+        return str(added) == "LearningWatchdog"
+    except Exception:  # noqa: BLE001 - upstream's train() on a bare object: no watchdog
+        return False
+    return False
+
+
+def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built() -> bool:
+    saved = dict(os.environ)  # TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process
+    deepspeed = {
+        "zero_optimization": {"stage": 2},
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": 4,
+    }
+    try:
+        _grpo_config(deepspeed=deepspeed, gradient_accumulation_steps=2)
+    except GRPOSettingsError:
+        return True
+    except Exception:  # noqa: BLE001 - upstream refuses only later, in train()
+        return False
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return False
+
+
+def _trainer_is_refused_before_the_model_loads() -> bool:
+    """trl on a transformers it cannot train with: refused naming both versions, before the model loads."""
+    return _refused_before_loading(_grpo_trainer_on_a_missing_model(), UnsupportedCombinationError)
+
+
+def _liger_loss_without_the_loss_type_is_refused() -> bool:
+    # trl 0.18-0.24 select the Liger GRPO loss with use_liger_loss, later ones with use_liger_kernel.
+    from trl import GRPOConfig
+
+    switch = "use_liger_loss" if "use_liger_loss" in GRPOConfig.__dataclass_fields__ else "use_liger_kernel"
+    build = _grpo_trainer_on_a_missing_model(**{switch: True}, loss_type="dapo")
+    return _refused_before_loading(build, UnsupportedCombinationError)
+
+
+def _gmpo_with_liger_is_refused() -> bool:
+    def build() -> Any:
+        from trl.experimental.gmpo import GMPOConfig, GMPOTrainer
+
+        config = GMPOConfig(output_dir=tempfile.mkdtemp(prefix="effect-probe-"), use_liger_kernel=True, **_CONFIG)
+        return GMPOTrainer(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=config)
+
+    return _refused_before_loading(build, UnsupportedCombinationError)
+
+
+def _train_sampler_takes_the_dataset_transformers_passes() -> bool:
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    dataset = list(range(4))
+    trainer = SimpleNamespace(
+        args=SimpleNamespace(per_device_train_batch_size=2, gradient_accumulation_steps=1, seed=0),
+        accelerator=SimpleNamespace(num_processes=1),
+        train_dataset=dataset,
+        num_generations=2,
+        num_iterations=1,
+    )
+    try:  # transformers >= 4.52's Trainer._get_dataloader calls sampler_fn(dataset)
+        sampler = GRPOTrainer._get_train_sampler(trainer, dataset)
+    except TypeError:
+        return False
+    return sorted(set(sampler)) == dataset
+
+
+@cache
+def _tiny_model_folder(architecture: str = "qwen2") -> str:
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    return str(build_tiny_qwen2(tempfile.mkdtemp(prefix=f"effect-probe-{architecture}-"), architecture=architecture))
+
+
+def _gemma3_trains_on_text_without_token_type_ids() -> bool:
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(_tiny_model_folder("gemma3")).train()
+    try:  # transformers 5.0-5.5: "token_type_ids is required as a model input when training"
+        model(input_ids=torch.tensor([[2, 3, 4, 5]]))
+    except ValueError:
+        return False
+    return True
+
+
+def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    def one_value(completions, **kwargs):
+        return [1.0]
+
+    data = Dataset.from_dict({"prompt": ["a", "b"]})
+    trainer = GRPOTrainer(model=_tiny_model_folder(), reward_funcs=one_value, args=_grpo_config(), train_dataset=data)
+    try:  # trl < 1.10 broadcasts the one value to every completion without a word
+        trainer.reward_funcs[0](prompts=["a", "a"], completions=["x", "y"])
+    except RewardFunctionError:
+        return True
+    return False
+
+
+# Patches no single process can show, each with why (their reproducers prove them in the matrix).
+NO_IN_PROCESS_EFFECT = {
+    "unsloth.lm-head-guard": "unsloth imports only on a GPU; its guard functions are tested on CPU "
+    "(tests/test_lm_head_shape_guard.py)",
+    "trl.deepspeed-gas-double-scaling": "acts only in the backward of a DeepSpeed engine with accumulation, which "
+    "needs a launched ZeRO run: reproducer deepspeed-ga-double-scaling (ZeRO-2 vs DDP grad_norm)",
+}
+
+PROBES: dict[str, Callable[[], bool] | str | None] = {
+    "trl.learning-watchdog": _grpo_training_gets_the_learning_watchdog,
+    "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
+    "trl.grpo-trainer-check": _trainer_refuses_a_bad_config_before_loading,
+    "trl.reward-dry-run": _reward_without_kwargs_is_refused_before_loading,
+    "trl.launch-guard": _two_gpu_plain_launch_is_refused_by_grpo_compat,
+    "trl.logps-alignment": _full_length_log_probs_have_k_columns,
+    "trl.deepspeed-agreement": _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built,
+    "trl.refuse-transformers-without-processing-class": _trainer_is_refused_before_the_model_loads,
+    "trl.refuse-trl-0.14-on-transformers-4.52": _trainer_is_refused_before_the_model_loads,
+    "trl.refuse-liger-missing-loss-type": _liger_loss_without_the_loss_type_is_refused,
+    "trl.refuse-gmpo-with-liger": _gmpo_with_liger_is_refused,
+    "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
+    "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,
+    "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,
+    "trl.logps-trim-logits": _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for,
+    "trl.accumulation-steps-default": _evaluation_before_training_finds_the_accumulation_steps,
+    "trl.liger-lm-head-guard": _a_backbone_returning_logits_is_named_before_liger_multiplies_them,
+    **NO_IN_PROCESS_EFFECT,
+    # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
+    # tests/test_patches.py keeps this list from growing.
+    "swift.grpo-arguments-check": None,
+    "swift.logps-alignment": None,
+    "swift.logps-alignment-3x": None,
+    "trl.token-normalisation-scale": None,
+    "swift.refuse-trl-0.20-on-swift-3.5": None,
+    "swift.reward-dry-run": None,
+    "swift.reward-count-check": None,
+    "swift.reward-names-check": None,
+    "swift.deepspeed-agreement": None,
+    "trl.peft-input-grads": None,
+    "trl.peft-zero3-reentrant": None,
+}
+
+
+def round_trip(patch_id: str, probe: Callable[[], bool]) -> str | None:
+    """None when ``probe`` shows the patch's effect exactly while it is applied; else what went wrong."""
+    import grpo_compat
+    from grpo_compat.core.report import Status
+
+    grpo_compat.revert()
+    if probe():
+        return "effect visible before apply()"
+    for _ in range(2):
+        grpo_compat.apply(only=[patch_id])
+        probe()  # imports the target module, which applies the pending patch
+        status = grpo_compat.report().status_of(patch_id)
+        if status is not Status.APPLIED:
+            return f"reported {status.value} after apply(), not applied"
+        if not probe():
+            return "no effect after apply()"
+        grpo_compat.revert()
+        if probe():
+            return "effect still visible after revert()"
+    return None
+
+
+def probes_in(versions: dict[str, str | None] | None = None) -> dict[str, Callable[[], bool]]:
+    """The probes of the patches whose version window ``versions`` (default: the installed ones) are in."""
+    from grpo_compat.core.registry import registered_patches
+    from grpo_compat.core.versions import window_problem
+
+    return {
+        patch.id: PROBES[patch.id]
+        for patch in registered_patches()
+        if callable(PROBES.get(patch.id)) and window_problem(patch.requires, versions) is None
+    }
+
+
+def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
+    result["summary"] = None
+    outcomes = {}
+    here = probes_in()
+    missing = [patch_id for patch_id in args.patches if patch_id not in here]
+    if missing:  # the plan saw other versions than this env has: never a silent pass
+        raise ProbeFailed(f"no probe of {', '.join(missing)} runs on the versions installed here")
+    for patch_id in args.patches:
+        function = here[patch_id]
+        try:
+            outcomes[patch_id] = round_trip(patch_id, function) or "shown"
+        except Exception as error:  # noqa: BLE001 - a probe that crashes is that patch's failure
+            outcomes[patch_id] = f"probe raised {type(error).__name__}: {str(error)[:300]}"
+    result["effects"] = outcomes
+    failed = {patch_id: outcome for patch_id, outcome in outcomes.items() if outcome != "shown"}
+    if failed:
+        raise ProbeFailed("; ".join(f"{patch_id}: {outcome}" for patch_id, outcome in failed.items()))
+    result["summary"] = f"{len(outcomes)} effects shown: applied, reverted, applied again ({', '.join(outcomes)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = argparse.ArgumentParser(add_help=False)
+    chosen.add_argument("--patches", default="", help="comma-separated patch ids (default: every one in its window)")
+    known, rest = chosen.parse_known_args(argv)
+    args = parse_args(__doc__.splitlines()[0], "unused", rest)
+    args.patches = [patch_id for patch_id in known.patches.split(",") if patch_id] or list(probes_in())
+    return run_smoke("effect_probes", args, probe)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
