@@ -680,4 +680,17 @@ REPRODUCERS += (
         r"|gaierror: \[Errno -2\] Name or service not known",
         patched=r"GRPOSettingsError: vLLM server host 'grpo-compat-no-such-host\.invalid' .* does not resolve",
     ),
+    Reproducer(
+        id="vllm-stale-weights",
+        patch="trl.vllm-sync-check",
+        failure="vllm-stale-weights",
+        script="grpo",
+        # The reported versions (trl <= 0.15, ms-swift 3.5 / 4.3.1) cannot run here: the sync is made to miss vLLM,
+        # as theirs did. Upstream trains on without a word, sampling from the base weights.
+        requires=("trl>=1.0", "vllm"),
+        settings=(),
+        flags=("--vllm", "colocate", "--vllm-sync-lost"),
+        upstream=None,
+        patched=r"VLLMWeightsError: after a weight sync, vLLM generates with weights that are not the policy's",
+    ),
 )

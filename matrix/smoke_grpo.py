@@ -153,6 +153,9 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         ),
     )
     result["phase"] = "train"
+    if args.vllm_sync_lost:  # as the reported stale-weights bugs did: vLLM never receives the updated weights
+        engine = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        engine.load_weights = lambda weights: set()
     if args.evaluate_first:
         result["eval_loss"] = trainer.evaluate().get("eval_loss")
     trainable = result["trainable_params"] = [n for n, p in trainer.model.named_parameters() if p.requires_grad]

@@ -167,6 +167,35 @@ def _unresolvable_vllm_server_is_refused_at_once() -> bool:
     return False
 
 
+def _a_sync_that_misses_vllm_is_named() -> bool:
+    """trl's own VLLMGeneration.sync_weights over a stand-in engine (vLLM is not in this env; the matrix reproducer
+    vllm-stale-weights runs the real one) whose load_weights drops the weights, as the reported stale syncs did."""
+    from types import SimpleNamespace
+
+    import torch
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from grpo_compat.fixes.vllm_sync import VLLMWeightsError
+
+    policy, engine = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    engine.load_weights = lambda weights: set()
+    generation = object.__new__(VLLMGeneration)
+    runner = SimpleNamespace(model=engine)
+    executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+    generation.llm = SimpleNamespace(
+        llm_engine=SimpleNamespace(model_executor=executor), reset_prefix_cache=lambda: None
+    )
+    generation.mode, generation.enable_sleep_mode, generation.model = "colocate", False, policy
+    generation.accelerator = SimpleNamespace(is_main_process=True)
+    generation._iter_named_params = lambda: iter(policy.named_parameters())
+    generation._dist = SimpleNamespace(is_fsdp=False)
+    try:
+        generation.sync_weights()
+    except VLLMWeightsError:
+        return True
+    return False
+
+
 EFFECT_PROBES = {
     "trl.learning-watchdog": _grpo_training_gets_the_learning_watchdog,
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
@@ -175,6 +204,7 @@ EFFECT_PROBES = {
     "trl.launch-guard": _two_gpu_plain_launch_is_refused_by_grpo_compat,
     "trl.logps-alignment": _full_length_log_probs_have_k_columns,
     "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
+    "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
     # trl 0.19.x only (this env has 1.16): proven in the trl-0.19 cell env by tests/test_logps_alignment.py.
     "trl.logps-trim-logits": None,
     # ms-swift is not in this env: proven in the swift-4.6 cell env by tests/test_swift_arguments_check.py.

