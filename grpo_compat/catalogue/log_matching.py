@@ -33,7 +33,7 @@ _RANK_PREFIX = re.compile(r"\n(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<std(?:out|e
 ANCHORS = re.compile(
     r"Error|Exception|Warning|WARNING|ERROR|GRPO is not learning|GRPO training diverged|GRPO completions are truncated"
     r"|RLHF|INFO\] \[config\.py|'frac_reward_zero_std': 1\.0|'grad_norm': 0\.0|'completions/clipped_ratio': 1"
-    r"|Server is not up yet"  # a vLLM server never reached: a hang that prints no error
+    r"|Server is not up yet|gaierror"  # a vLLM server never reached: a hang that prints no error; an unknown host
 )
 LINES_AFTER_ANCHOR = 8
 _DIGITS = str.maketrans("", "", "0123456789")
