@@ -318,6 +318,49 @@ def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
 
 
 # Patches no single process can show, each with why (their reproducers prove them in the matrix).
+def _unresolvable_vllm_server_is_refused_at_once() -> bool:
+    try:
+        from trl.generation.vllm_client import VLLMClient
+    except ImportError:  # trl < 1.0
+        from trl.extras.vllm_client import VLLMClient
+    try:
+        VLLMClient(host="grpo-compat-no-such-host.invalid", connection_timeout=0.0)
+    except GRPOSettingsError:
+        return True
+    except Exception:  # noqa: BLE001 - upstream's own: vLLM is not installed here, or the server cannot be reached
+        return False
+    return False
+
+
+def _a_sync_that_misses_vllm_is_named() -> bool:
+    """trl's own VLLMGeneration.sync_weights over a stand-in engine (vLLM is not in this env; the matrix reproducer
+    vllm-stale-weights runs the real one) whose load_weights drops the weights, as the reported stale syncs did."""
+    from types import SimpleNamespace
+
+    import torch
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from grpo_compat.fixes.vllm_sync import VLLMWeightsError
+
+    policy, engine = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    engine.load_weights = lambda weights: set()
+    generation = object.__new__(VLLMGeneration)
+    runner = SimpleNamespace(model=engine)
+    executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+    generation.llm = SimpleNamespace(
+        llm_engine=SimpleNamespace(model_executor=executor), reset_prefix_cache=lambda: None
+    )
+    generation.mode, generation.enable_sleep_mode, generation.model = "colocate", False, policy
+    generation.accelerator = SimpleNamespace(is_main_process=True)
+    generation._iter_named_params = lambda: iter(policy.named_parameters())
+    generation._dist = SimpleNamespace(is_fsdp=False)
+    try:
+        generation.sync_weights()
+    except VLLMWeightsError:
+        return True
+    return False
+
+
 NO_IN_PROCESS_EFFECT = {
     "unsloth.lm-head-guard": "unsloth imports only on a GPU; its guard functions are tested on CPU "
     "(tests/test_lm_head_shape_guard.py)",
@@ -343,6 +386,8 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.logps-trim-logits": _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for,
     "trl.accumulation-steps-default": _evaluation_before_training_finds_the_accumulation_steps,
     "trl.liger-lm-head-guard": _a_backbone_returning_logits_is_named_before_liger_multiplies_them,
+    "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
+    "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.

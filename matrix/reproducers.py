@@ -637,4 +637,30 @@ REPRODUCERS += (
         upstream=r"GMPOTrainer with use_liger_kernel trains on loss \S+, not GMPO's objective",
         patched=r"UnsupportedCombinationError: GMPOTrainer with use_liger_kernel=True on trl [\d.]+ trains the GRPO",
     ),
+    Reproducer(
+        id="vllm-server-unresolvable",
+        patch="trl.vllm-server-wait",
+        script="grpo",
+        # Server mode pointed at a host name that cannot resolve: trl 1.16 retries until vllm_server_timeout (20 s
+        # here, 240 s by default), logging "Server is not up yet"; trl 0.19-1.12 resolve a base_url's host first and
+        # fail at once with a bare socket.gaierror. Patched: refused at once, naming the address and the command.
+        requires=("trl>=0.16", "vllm"),
+        settings=("vllm_mode=server", "vllm_server_host=grpo-compat-no-such-host.invalid", "vllm_server_timeout=20"),
+        flags=("--vllm", "colocate"),  # the vLLM smoke settings; vllm_mode=server above wins
+        upstream=r"ConnectionError: The vLLM server can't be reached at \S+ after 20(\.0)? seconds"
+        r"|gaierror: \[Errno -2\] Name or service not known",
+        patched=r"GRPOSettingsError: vLLM server host 'grpo-compat-no-such-host\.invalid' .* does not resolve",
+    ),
+    Reproducer(
+        id="vllm-stale-weights",
+        patch="trl.vllm-sync-check",
+        script="grpo",
+        # The reported versions (trl <= 0.15, ms-swift 3.5 / 4.3.1) cannot run here: the sync is made to miss vLLM,
+        # as theirs did. Upstream trains on without a word, sampling from the base weights.
+        requires=("trl>=1.0", "vllm"),
+        settings=(),
+        flags=("--vllm", "colocate", "--vllm-sync-lost"),
+        upstream=None,
+        patched=r"VLLMWeightsError: after a weight sync, vLLM generates with weights that are not the policy's",
+    ),
 )

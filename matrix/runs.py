@@ -2,7 +2,8 @@
 
 Run kinds: ``single`` (one process), ``ddp`` (2 processes, gloo on CPU), ``zero2`` / ``zero3``
 (DeepSpeed, 2 processes) and the do-no-harm sweep ``harm:<variant>`` (matrix/harm_sweep.py) for cells with
-deepspeed, ``swift`` (ms-swift GRPO, in-process) and
+deepspeed, ``vllm`` / ``vllm-ddp`` (generation by vLLM in colocate mode, 1 and 2 processes: the only smoke kinds of
+a cell with vLLM, whose CPU build takes minutes a run), ``swift`` (ms-swift GRPO, in-process) and
 ``swift-cli`` / ``swift-cli-2proc`` (the `swift rlhf` command line, 1 and 2 processes; patched = with
 grpo_compat's plugin) for ms-swift cells; each plain and patched. Then every reproducer of
 matrix/reproducers.py whose window the cell's versions fall in.
@@ -50,7 +51,12 @@ SCRIPTS = {
 }
 STEPS = 3
 # The smoke kinds of a trl or ms-swift cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
-SMOKE_KINDS = ("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "swift", "swift-cli", "swift-cli-2proc")
+SMOKE_KINDS = (
+    *("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "vllm", "vllm-ddp"),
+    *("swift", "swift-cli", "swift-cli-2proc"),
+)
+# A reproducer of the vLLM path passes this flag to its smoke script: it runs in the cells with vLLM, the others not.
+VLLM_FLAG = "--vllm"
 # trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
 TRL_SOURCE_ENV = "GRPO_COMPAT_TRL_SOURCE"
 UPSTREAM_SUITE = MATRIX / "upstream_suite.py"
@@ -171,6 +177,13 @@ def effect_runs(versions: dict[str, str | None]) -> list[Run]:
 
 def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> list[Run]:
     runs: list[Run] = []
+    if versions.get("vllm") and not versions.get("ms-swift"):
+        # A vLLM engine starts in each run (about a minute on 2 CPU cores): these cells run the vLLM path only.
+        colocate = (VLLM_FLAG, "colocate")
+        runs += _pair("vllm", "grpo", flags=colocate)
+        if device == "cpu":
+            runs += _pair("vllm-ddp", "grpo", "ddp", flags=colocate)
+        return runs
     if versions.get("ms-swift"):
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
         if device == "cpu":
@@ -202,6 +215,8 @@ def _reproducer_runs(versions: dict[str, str | None]) -> list[Run]:
     script = "swift" if versions.get("ms-swift") else "grpo"
     for reproducer in REPRODUCERS:
         if SCRIPTS[reproducer.script].family != script or window_problem(reproducer.requires, versions):
+            continue
+        if (VLLM_FLAG in reproducer.flags) != bool(versions.get("vllm")):  # the vLLM path runs in vLLM cells only
             continue
         silently = " silently: runs on without a word" if reproducer.upstream is None else ""
         expectations = {

