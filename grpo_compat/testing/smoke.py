@@ -97,6 +97,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="ZeRO-3 with deepspeed= on CPU: leave DeepSpeed's process group to the trainer, as most user scripts do",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+    p.add_argument(
+        "--keep-unknown-settings",
+        action="store_true",
+        help="pass --set fields the installed trl lacks to GRPOConfig too (a removed or misspelt setting's reproducer)",
+    )
     args = p.parse_args(argv)
     args.config_overrides = {}
     for item in args.set:
