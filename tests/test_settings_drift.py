@@ -198,3 +198,10 @@ def test_doctor_names_what_changed_since_the_trl_a_config_records(config_file):
     assert "records trl 0.19.0; trl 1.16.0 is installed" in result.stdout
     assert f"grpo-compat check {path} --from trl==0.19.0" in result.stdout
     assert main(["doctor", "--config", config_file("num_generations: 4\n")]) in (0, 1)  # records none: no note
+
+
+def test_explain_names_ms_swift_4s_moved_modules():
+    from grpo_compat.catalogue.log_matching import explain
+
+    found = explain("ModuleNotFoundError: No module named 'swift.plugin'\n", {"ms-swift": "4.6.0"}).matches
+    assert [m.failure.id for m in found] == ["swift-4-moved-modules"] and found[0].expected_here
