@@ -5,7 +5,7 @@ Symptom:   an argument of an older ms-swift (`--eval_datasets`, `--tensor_parall
            __post_init__ already ran (model and template lookup), naming neither the release that removed or renamed
            it nor the argument meant.
 Upstream:  census rows 20 and 38 (ms-swift #4868, #3742, #5160, #7977: unrecognized / moved arguments between releases).
-Affects:   ms-swift >= 3.4 (the release history in grpo_compat/settings/ms-swift.json: 38 arguments removed or renamed
+Affects:   ms-swift >= 3.4 (the release history in grpo_compat/settings/ms-swift.json: 28 arguments removed or renamed
            between 3.4.0 and 4.6.0). Only what swift itself would leave unparsed is refused: a field of RLHFArguments,
            its `--no_` form, an argparse prefix of one, `--ignore_args_error true`, a json file or RAY_SWIFT_ARGS pass.
 Catalogue: setting-removed-or-renamed (docs/failures.md)

@@ -3,7 +3,7 @@
 Symptom:   `GRPOConfig(max_prompt_length=512)` on trl >= 0.28 fails with "TypeError: GRPOConfig.__init__() got an
            unexpected keyword argument 'max_prompt_length'", naming neither the release that removed it nor what to
            do instead; a misspelt setting (`num_generation=4`) fails the same way without naming the intended one.
-           Configs written for an older trl hit it on every upgrade (12 settings removed or renamed since 0.14).
+           Configs written for an older trl hit it on every upgrade (10 settings removed or renamed since 0.14).
 Upstream:  trl PR #5964, axolotl #3386, unsloth PR #8330 (max_prompt_length, removed in 0.28); trl PR #4364
            (use_liger_loss), #4797 (vllm_guided_decoding_regex); census rows 20, 38 (the same drift in ms-swift).
 Affects:   every trl >= 0.14 (the release history in grpo_compat/settings/trl.json). Only a keyword GRPOConfig itself
