@@ -3,7 +3,13 @@
 Read by grpo_compat.core.registry.declared_patches() instead of importing every patch module;
 tests/test_patch_declarations.py fails when it differs from the modules."""
 
-PATCHES = ({'id': 'swift.deepspeed-agreement',
+PATCHES = ({'id': 'swift.arguments-not-taken',
+  'module': 'grpo_compat.patches.swift.arguments_not_taken',
+  'catalogue': ('setting-removed-or-renamed',),
+  'requires': ('ms-swift>=3.4',),
+  'targets': ('swift.utils.utils:parse_args',),
+  'summary': 'Refuse a `swift rlhf` argument the installed ms-swift does not take, before its arguments are built.'},
+ {'id': 'swift.deepspeed-agreement',
   'module': 'grpo_compat.patches.swift.deepspeed_agreement',
   'catalogue': ('deepspeed-batch-keys-disagree',),
   'requires': ('ms-swift>=4.0', 'deepspeed>=0.14'),
@@ -95,6 +101,13 @@ PATCHES = ({'id': 'swift.deepspeed-agreement',
   'requires': ('trl>=0.14',),
   'targets': ('trl.trainer.grpo_config:GRPOConfig.__post_init__',),
   'summary': 'Refuse GRPO settings that cannot train when GRPOConfig is created, with the rule, numbers and a fix.'},
+ {'id': 'trl.grpo-config-settings',
+  'module': 'grpo_compat.patches.trl.grpo_config_settings',
+  'catalogue': ('setting-removed-or-renamed',),
+  'requires': ('trl>=0.14',),
+  'targets': ('trl.trainer.grpo_config:GRPOConfig.__init__',),
+  'summary': 'Refuse a GRPOConfig setting the installed trl does not take, naming the release that removed or renamed '
+             'it.'},
  {'id': 'trl.grpo-trainer-check',
   'module': 'grpo_compat.patches.trl.grpo_trainer_check',
   'catalogue': ('batch-rules-misleading',),

@@ -361,6 +361,20 @@ def _a_sync_that_misses_vllm_is_named() -> bool:
     return False
 
 
+def _removed_setting_is_named_with_its_release() -> bool:
+    from trl import GRPOConfig
+
+    from grpo_compat.core.errors import SettingNotTakenError
+
+    try:
+        GRPOConfig(output_dir="unused", max_prompt_length=64, use_cpu=True, bf16=False)
+    except SettingNotTakenError as error:
+        return "removed in trl 0.28.0" in str(error)
+    except TypeError:
+        return False  # upstream's own "unexpected keyword argument"
+    return False
+
+
 NO_IN_PROCESS_EFFECT = {
     "unsloth.lm-head-guard": "unsloth imports only on a GPU; its guard functions are tested on CPU "
     "(tests/test_lm_head_shape_guard.py)",
@@ -388,6 +402,7 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.liger-lm-head-guard": _a_backbone_returning_logits_is_named_before_liger_multiplies_them,
     "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
     "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
+    "trl.grpo-config-settings": _removed_setting_is_named_with_its_release,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.
@@ -400,6 +415,8 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "swift.reward-count-check": None,
     "swift.reward-names-check": None,
     "swift.deepspeed-agreement": None,
+    # Proven in the swift-4.6 cell by the reproducer swift-renamed-argument-cli; its in-process probe is to write.
+    "swift.arguments-not-taken": None,
     "trl.peft-input-grads": None,
     "trl.peft-zero3-reentrant": None,
 }

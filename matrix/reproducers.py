@@ -663,4 +663,39 @@ REPRODUCERS += (
         upstream=None,
         patched=r"VLLMWeightsError: after a weight sync, vLLM generates with weights that are not the policy's",
     ),
+    Reproducer(
+        id="removed-setting",
+        patch="trl.grpo-config-settings",
+        script="grpo",
+        requires=("trl>=0.28",),  # max_prompt_length: deprecated in 0.26, removed in 0.28
+        settings=("max_prompt_length=64",),
+        flags=("--keep-unknown-settings",),
+        upstream=r"unexpected keyword argument 'max_prompt_length'",
+        patched=r"SettingNotTakenError: .*`max_prompt_length` was removed in trl 0\.28\.0",
+    ),
+    Reproducer(
+        id="misspelt-setting",
+        patch="trl.grpo-config-settings",
+        script="grpo",
+        requires=("trl>=0.14",),
+        settings=("num_generation=2",),
+        flags=("--keep-unknown-settings",),
+        upstream=r"unexpected keyword argument 'num_generation'",
+        patched=r"SettingNotTakenError: .*`num_generation` is not a setting of trl [\d.]+: did you mean `num_gen",
+    ),
+)
+REPRODUCERS += (
+    Reproducer(
+        id="swift-renamed-argument-cli",
+        patch="swift.arguments-not-taken",
+        script="swift-cli",
+        requires=("ms-swift>=4.1",),  # 3.x's --train_type is 4.x's --tuner_type (4.0.x took both)
+        settings=("train_type=full",),
+        # swift parses its arguments before a plugin file is imported: `grpo-compat run` refuses them before it
+        # launches (the patch refuses them in each process it starts, for a launch the command line cannot read)
+        flags=("--activation", "run"),
+        upstream=r"remaining_argv: \['--train_type', 'full'\]",
+        patched=r"(SettingNotTakenError: swift rlhf on ms-swift [\d.]+: |grpo-compat run: )`train_type` was renamed "
+        r"to `tuner_type` in ms-swift 4\.1\.0",
+    ),
 )

@@ -64,6 +64,8 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
         wanted.update(use_vllm=True, vllm_mode=args.vllm, vllm_gpu_memory_utilization=0.1)
     wanted.update(args.config_overrides)
     known = {f.name for f in dataclasses.fields(config_cls)}
+    if args.keep_unknown_settings:
+        known |= set(args.config_overrides)
     return {k: v for k, v in wanted.items() if k in known}, sorted(set(wanted) - known)
 
 

@@ -46,3 +46,15 @@ def upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def model_dir(tmp_path_factory):
     """A folder for the tiny model, built by the first smoke run that uses it, shared by a module's tests."""
     return tmp_path_factory.mktemp("tiny-qwen2")
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    """Writes a config file (grpo-compat check's input) into the test's folder and gives its path."""
+
+    def write(text: str, name: str = "grpo.yaml"):
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    return write

@@ -17,16 +17,6 @@ def check(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, "check", *args], capture_output=True, text=True)
 
 
-@pytest.fixture
-def config_file(tmp_path):
-    def write(text: str, name: str = "grpo.yaml"):
-        path = tmp_path / name
-        path.write_text(text)
-        return str(path)
-
-    return write
-
-
 def test_an_impossible_yaml_config_exits_1_with_the_rule_and_a_fix(config_file):
     result = check(config_file("num_generations: 4\nper_device_train_batch_size: 1\n"), "--trl-version", "1.16.0")
     assert result.returncode == 1

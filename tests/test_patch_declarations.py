@@ -161,11 +161,12 @@ def test_apply_imports_a_patch_module_only_when_its_target_module_is_imported():
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.splitlines()[-1])
     assert seen["after apply"] == [] and seen["pending"] == "pending"
-    # Only the patches of the imported module, in their window: trl.grpo-config-check, and trl.deepspeed-agreement
-    # where deepspeed is installed.
+    # Only the patches of the imported module, in their window: trl.grpo-config-check, trl.grpo-config-settings, and
+    # trl.deepspeed-agreement where deepspeed is installed.
     assert "grpo_compat.patches.trl.grpo_config_check" in seen["after grpo_config"]
     assert set(seen["after grpo_config"]) <= {
         "grpo_compat.patches.trl.grpo_config_check",
+        "grpo_compat.patches.trl.grpo_config_settings",
         "grpo_compat.patches.trl.deepspeed_agreement",
     }
     assert seen["applied"] == "applied"

@@ -37,6 +37,7 @@ PROBES_TO_WRITE = {
     "swift.reward-count-check",
     "swift.reward-names-check",
     "swift.deepspeed-agreement",
+    "swift.arguments-not-taken",
 }
 
 

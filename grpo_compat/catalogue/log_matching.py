@@ -35,6 +35,7 @@ ANCHORS = re.compile(
     r"|RLHF|INFO\] \[config\.py|'frac_reward_zero_std': 1\.0|'grad_norm': 0\.0|'completions/clipped_ratio': 1"
     r"|'grad_norm': nan|'kl': nan"  # a log of metric lines alone still shows divergence
     r"|Server is not up yet|gaierror"  # a vLLM server never reached: a hang that prints no error; an unknown host
+    r"|unrecognized arguments"  # argparse's "error:" (accelerate launch under `trl grpo`) is lower case
 )
 LINES_AFTER_ANCHOR = 8
 _DIGITS = str.maketrans("", "", "0123456789")
@@ -67,6 +68,7 @@ class Match:
     evidence: str  # the line of the log that matched
     expected_here: bool  # the versions fall in the record's windows
     prevented_by: tuple[str, ...]  # patches that handle it on these versions
+    settings: tuple[str, ...] = ()  # a refused setting's release and replacement (settings drift)
 
     def to_dict(self) -> dict:
         return {
@@ -75,6 +77,7 @@ class Match:
             "evidence": self.evidence,
             "expected_on_these_versions": self.expected_here,
             "prevented_by": list(self.prevented_by),
+            **({"settings": list(self.settings)} if self.settings else {}),
         }
 
 
@@ -172,6 +175,30 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
     return None
 
 
+# The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
+_REFUSED_SETTING = (
+    (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
+    (re.compile(r"\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
+    (re.compile(r"(?:unrecognized arguments|Unknown arguments(?: from config file)?): ([^\n]*)"), "trl", "config"),
+    (re.compile(r"remaining_argv: (\[[^\n]*)"), "ms-swift", "cli"),
+)
+
+
+def refused_settings_in(text: str, versions: dict[str, str]) -> tuple[str, ...]:
+    """For each setting a log shows refused: the release that removed or renamed it and what replaced it."""
+    from grpo_compat.settings.history import load
+    from grpo_compat.settings.installed import refused_names
+
+    found: list[str] = []
+    for pattern, package, context in _REFUSED_SETTING:
+        for match in pattern.finditer(text):
+            names = re.findall(r"--([A-Za-z_][\w-]*)", match.group(1)) or [match.group(1)]
+            version = versions.get(package) or load(package).releases[-1]
+            keys = [name.replace("-", "_") for name in names]
+            found += [p.message for p in refused_names(keys, package, version, context) if p.message not in found]
+    return tuple(found)
+
+
 def _patches_in_window(versions: dict[str, str]) -> set[str]:
     """Ids of the shipped patches whose version window these versions fall in (imports the patch modules)."""
     from grpo_compat.core.registry import declared_patches
@@ -212,7 +239,8 @@ def explain(
                 if in_window is None:  # once, and only when a match names patches: it imports the patch modules
                     in_window = _patches_in_window(versions)
                 prevented = tuple(sorted(in_window.intersection(failure.patches)))
-            explanation.matches.append(Match(failure, certain, evidence, expected, prevented))
+            settings = refused_settings_in(text, versions) if failure.id == "setting-removed-or-renamed" else ()
+            explanation.matches.append(Match(failure, certain, evidence, expected, prevented, settings))
     explanation.matches.sort(key=lambda m: (not m.certain, not m.expected_here))
     return explanation
 
@@ -262,6 +290,7 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
             lines.append("    reported upstream, not reproduced by grpo_compat: " + failure.reproduced)
         for label, value in (
             ("seen", match.evidence),
+            *(("setting", message) for message in match.settings),
             ("why", failure.cause),
             ("change", failure.fix),
             ("upstream", ", ".join(failure.references) or "-"),

@@ -51,3 +51,12 @@ class RewardFunctionError(GRPOCompatError, TypeError):
     training step where it returns the wrong number of rewards. A ``TypeError`` subclass, like the errors upstream
     raises for the same mistakes after the model loaded.
     """
+
+
+class SettingNotTakenError(GRPOCompatError, TypeError, ValueError):
+    """A setting the installed trl or ms-swift does not take: removed or renamed in a named release, newer than the
+    installed one, or a typo (the message names the valid setting closest to it).
+
+    A ``TypeError`` (as ``unexpected keyword argument``) and a ``ValueError`` (as ms-swift's ``remaining_argv``), so
+    code that catches upstream's own error keeps working.
+    """

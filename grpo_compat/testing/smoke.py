@@ -108,6 +108,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="ZeRO-3 with deepspeed= on CPU: leave DeepSpeed's process group to the trainer, as most user scripts do",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+    p.add_argument(
+        "--keep-unknown-settings",
+        action="store_true",
+        help="pass --set fields the installed trl lacks to GRPOConfig too (a removed or misspelt setting's reproducer)",
+    )
     args = p.parse_args(argv)
     if args.vllm and args.model_arch == "qwen2":
         args.model_arch = "qwen2-head64"  # vLLM's CPU attention refuses the default's 16-wide heads

@@ -23,7 +23,20 @@ def _doctor(args: argparse.Namespace) -> int:
     from grpo_compat.tools.doctor import diagnose, format_diagnosis
 
     diagnosis = diagnose()
+    if args.config:  # a config written for an older trl: what the upgrade changed (grpo_compat.settings.upgrade)
+        from pathlib import Path
+
+        from grpo_compat.core.versions import installed_version
+        from grpo_compat.settings.upgrade import saved_trl_note
+        from grpo_compat.tools.arguments import read_input
+        from grpo_compat.tools.preflight import load_config_file
+
+        path = Path(args.config)
+        text = read_input(args.config, "a TRL config file", dash_is_stdin=False).decode(errors="replace")
+        diagnosis["config"] = saved_trl_note(path, text, load_config_file(path), installed_version("trl"))
     print(json.dumps(diagnosis, indent=2) if args.json else format_diagnosis(diagnosis, show_all=args.all))
+    if args.config and not args.json:
+        print(diagnosis["config"] or f"{args.config}: records no older trl than the installed one")
     return 0 if diagnosis["ok"] else 1
 
 
@@ -40,15 +53,43 @@ def _check(args: argparse.Namespace) -> int:
     if args.swift:
         swift_version = preflight.swift_version_here(swift_version)
         swift_arguments = preflight.parse_swift_arguments(args.arguments)
+        refused = preflight.refused_settings(list(swift_arguments), "ms-swift", swift_version, "cli")
         settings = preflight.swift_settings(swift_arguments, world_size, swift_version)
     else:
-        if len(args.arguments) != 1:
-            raise InputError("give one TRL config file (YAML or JSON), or --swift -- <swift arguments>")
-        settings = preflight.trl_settings(preflight.load_config_file(Path(args.arguments[0])), world_size)
+        if not args.arguments:
+            raise InputError("give one TRL config file (YAML or JSON), name=value settings, or --swift -- <arguments>")
+        if all("=" in a and not Path(a).exists() for a in args.arguments):
+            config, context = preflight.parse_keyword_arguments(args.arguments), "python"
+        elif len(args.arguments) == 1:
+            config, context = preflight.load_config_file(Path(args.arguments[0])), "config"
+        else:
+            raise InputError("give one TRL config file (YAML or JSON), name=value settings, or --swift -- <arguments>")
+        trl_checked = preflight.version_to_check("trl", trl_version)
+        refused = preflight.refused_settings(list(config), "trl", trl_checked, context)
+        settings = preflight.trl_settings(config, world_size)
         swift_version = None
+    upgrade = None
+    if args.from_version:
+        package = "ms-swift" if args.swift else "trl"
+        config_given = swift_arguments if args.swift else config
+        target = swift_version if args.swift else trl_version
+        upgrade = {
+            "config": config_given,
+            "between": (package, *preflight.upgrade_between(args.from_version, package, target)),
+        }
     rules = preflight.rules_here(trl_version, swift_version)
-    findings = validate(settings, rules)
+    # A misspelt or removed setting comes first and alone: the batch rules would judge defaults the user never meant.
+    findings = refused or validate(settings, rules)
     errors = [f for f in findings if f.severity == "error"]
+    changed = {}
+    if upgrade:
+        from grpo_compat.settings import upgrade as upgrades
+
+        found = upgrades.changes(upgrade["config"], *upgrade["between"])
+        changed = {
+            "upgrade": upgrades.as_json(found, *upgrade["between"]),
+            "table": upgrades.table(found, *upgrade["between"]),
+        }
     if args.json:
         print(
             json.dumps(
@@ -65,6 +106,7 @@ def _check(args: argparse.Namespace) -> int:
                         }
                         for f in findings
                     ],
+                    **({"upgrade": changed["upgrade"]} if changed else {}),
                 },
                 indent=2,
             )
@@ -72,6 +114,8 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
         print(describe(findings) if findings else "ok: these settings can train")
+        if changed:
+            print("\n" + changed["table"])
     return 1 if errors else 0
 
 
@@ -167,17 +211,33 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--all", action="store_true", help="also the patches that do not apply here and the packages not installed"
     )
+    doctor.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a trl config that records its trl (# trl_version: X): what the upgrade changed",
+    )
     doctor.set_defaults(run=_doctor)
     check = commands.add_parser(
         "check", help="validate GRPO settings (a TRL config file, or ms-swift arguments) without loading anything"
     )
-    check.add_argument("arguments", nargs="*", help="a TRL config file; with --swift: -- <swift rlhf arguments>")
+    check.add_argument(
+        "arguments",
+        nargs="*",
+        help="a TRL config file, or GRPOConfig name=value settings; with --swift: -- <swift rlhf arguments>",
+    )
     check.add_argument("--swift", action="store_true", help="the arguments are ms-swift `swift rlhf` arguments")
     check.add_argument("--world-size", type=int, help="processes in total (default: $WORLD_SIZE or 1)")
     check.add_argument("--nproc-per-node", type=int, help="processes per machine (torchrun / NPROC_PER_NODE)")
     check.add_argument("--nnodes", type=int, default=1, help="machines (with --nproc-per-node)")
     check.add_argument("--trl-version", help="check against this trl version instead of the installed one")
     check.add_argument("--swift-version", help="check against this ms-swift version instead of the installed one")
+    check.add_argument(
+        "--from",
+        dest="from_version",
+        metavar="PACKAGE==VERSION",
+        help="also list what the config means differently on the installed release than on this one (trl==0.19.0, "
+        "or ms-swift==3.5.3 with --swift): changed defaults, removed settings",
+    )
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)
     explain = commands.add_parser(
@@ -243,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:  # what a command could not read or use: one line, exit 2
         print(f"grpo-compat {args.command}: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader (head, less) stopped reading: stop as other command-line tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 141
 
 
 if __name__ == "__main__":

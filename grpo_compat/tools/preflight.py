@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grpo_compat.core.versions import installed_version, release, window_problem
 from grpo_compat.fixes.swift_settings import swift_settings as swift_settings  # the command's swift arguments
-from grpo_compat.fixes.validation import GRPOSettings, Rules, eval_is_enabled, rules_for, settings_from
+from grpo_compat.fixes.validation import Finding, GRPOSettings, Rules, eval_is_enabled, rules_for, settings_from
 from grpo_compat.tools.arguments import InputError, read_input
 
 
@@ -73,6 +73,59 @@ def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
     if missing:
         raise InputError(f"--{missing[0]} needs a value (swift rlhf refuses it without one)")
     return parsed
+
+
+def parse_keyword_arguments(tokens: list[str]) -> dict[str, object]:
+    """``name=value`` as GRPOConfig(...) takes them: a Python literal, else the text."""
+    import ast
+
+    parsed: dict[str, object] = {}
+    for token in tokens:
+        name, sep, text = token.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise InputError(f"{token!r}: expected name=value, e.g. num_generations=4")
+        try:
+            parsed[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            parsed[name.strip()] = text.strip()
+    return parsed
+
+
+def version_to_check(package: str, requested: str | None) -> str:
+    """The release whose settings a config is checked against: the named one, else the installed, else the newest."""
+    from grpo_compat.settings.history import load
+
+    return requested or installed_version(package) or load(package).releases[-1]
+
+
+def refused_settings(keys: list[str], package: str, version: str, context: str) -> list[Finding]:
+    """A finding for each setting the release refuses: removed, renamed, newer than it, or unknown (a typo)."""
+    from grpo_compat.settings.installed import refused_names
+
+    return [
+        Finding(f"{problem.kind}-setting", "error", problem.message)
+        for problem in refused_names(list(keys), package, version, context)
+    ]
+
+
+def upgrade_between(pin: str, package: str, target: str | None) -> tuple[str, str]:
+    """(old, new) releases of ``--from PACKAGE==OLD``: OLD must be a release the data holds, new the named or
+    installed one."""
+    from grpo_compat.settings.history import load
+
+    name, sep, old = pin.partition("==")
+    if not sep or name.strip().lower() != package:
+        raise InputError(f"--from {pin!r}: expected {package}==VERSION, e.g. {package}=={load(package).releases[0]}")
+    releases = load(package).releases
+    if old.strip() not in releases:
+        raise InputError(
+            f"--from {pin!r}: {package} {old.strip()} is not a release known here ({releases[0]} ... {releases[-1]})"
+        )
+    new = target or installed_version(package)
+    if not new:
+        option = "--swift-version" if package == "ms-swift" else "--trl-version"
+        raise InputError(f"--from compares with the installed {package}, and none is installed: pass {option} X.Y.Z")
+    return old.strip(), new
 
 
 def trl_settings(config: dict, world_size: int) -> GRPOSettings:

@@ -19,6 +19,10 @@ import sys
 from grpo_compat.startup import ONLY_ENV, RUN_ENV, SKIP_ENV, STRICT_ENV, environment
 from grpo_compat.tools.errors import InputError
 
+TYPE_CHECKING = False  # typing costs milliseconds before every launch
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 COMMAND_NOT_FOUND = 127  # as a shell says it
 
 
@@ -36,8 +40,44 @@ def patch_ids(option: str, value: str | None) -> list[str]:
     return ids
 
 
+def _launches(command: list[str], program: str, subcommand: str) -> list[str] | None:
+    """The arguments after ``program subcommand`` (``trl grpo``, ``swift rlhf``), else None."""
+    if len(command) > 1 and os.path.basename(command[0]) == program and command[1] == subcommand:
+        return command[2:]
+    return None
+
+
+def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[str]:
+    """What `trl grpo --config` / `swift rlhf` would refuse, found before launching (the patches' checks)."""
+    from pathlib import Path
+
+    from grpo_compat.core.versions import installed_version
+    from grpo_compat.settings.installed import refused_names
+    from grpo_compat.tools import preflight
+
+    trl_arguments, swift_arguments = _launches(command, "trl", "grpo"), _launches(command, "swift", "rlhf")
+    if trl_arguments is not None and installed_version("trl") and active("trl.grpo-config-settings"):
+        keys = [a[2:].split("=", 1)[0] for a in trl_arguments if a.startswith("--") and a != "--config"]
+        if "--config" in trl_arguments[:-1]:
+            keys += list(preflight.load_config_file(Path(trl_arguments[trl_arguments.index("--config") + 1])))
+        return [p.message for p in refused_names(keys, "trl", installed_version("trl"), "config")]
+    if swift_arguments is not None and installed_version("ms-swift") and active("swift.arguments-not-taken"):
+        names = [a[2:].split("=", 1)[0].replace("-", "_") for a in swift_arguments if a.startswith("--")]
+        if "ignore_args_error" in names:
+            return []
+        return [p.message for p in refused_names(names, "ms-swift", installed_version("ms-swift"), "cli")]
+    return []
+
+
 def run(command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool) -> int:
     env = environment(strict, patch_ids("--only", only), patch_ids("--skip", skip), dict(os.environ))
+    disabled = {i.strip() for i in os.environ.get("GRPO_COMPAT_DISABLE", "").split(",")}
+    chosen, skipped = env[ONLY_ENV].split(","), env[SKIP_ENV].split(",")
+
+    def active(patch_id: str) -> bool:
+        wanted = not any(chosen) or patch_id in chosen
+        return wanted and patch_id not in skipped and not ({patch_id, "all"} & disabled)
+
     if print_env:
         if command:
             raise InputError("--print-env takes no command: it prints the variables a job script exports")
@@ -48,6 +88,11 @@ def run(command: list[str], strict: bool, only: str | None, skip: str | None, pr
         return 0
     if not command:
         raise InputError("give the command to run after --, e.g. grpo-compat run -- python train.py")
+    refused = settings_refused(command, _selection(env))
+    if refused:  # before anything launches: the same refusal the patches give in the launched processes
+        for message in refused:
+            print(f"grpo-compat run: {message}", file=sys.stderr)
+        return 1
     executable = _which(command[0], env.get("PATH"))
     # One line, whatever the name holds (a stray newline from a job script's quoting, say).
     name = command[0] if command[0].isprintable() else repr(command[0])
@@ -62,6 +107,18 @@ def run(command: list[str], strict: bool, only: str | None, skip: str | None, pr
         print(f"grpo-compat run: {name}: {error.strerror}", file=sys.stderr)
         return 126
     return 0  # not reached: the command replaced this process
+
+
+def _selection(env: dict[str, str]) -> Callable[[str], bool]:
+    """Whether a patch is switched on for the command (--only, --skip, GRPO_COMPAT_DISABLE)."""
+    disabled = {i.strip() for i in env.get("GRPO_COMPAT_DISABLE", "").split(",")}
+    chosen, skipped = env[ONLY_ENV].split(","), env[SKIP_ENV].split(",")
+
+    def active(patch_id: str) -> bool:
+        wanted = not any(chosen) or patch_id in chosen
+        return wanted and patch_id not in skipped and not ({patch_id, "all"} & disabled)
+
+    return active
 
 
 def _which(name: str, path: str | None) -> str | None:

@@ -1,0 +1,54 @@
+"""Refuse a `swift rlhf` argument the installed ms-swift does not take, before its arguments are built.
+
+Symptom:   an argument of an older ms-swift (`--eval_datasets`, `--tensor_parallel_size`, `--gpu_memory_utilization`),
+           or a misspelt one, fails with "ValueError: remaining_argv: ['--num_generation', '4']" - after RLHFArguments'
+           __post_init__ already ran (model and template lookup), naming neither the release that removed or renamed
+           it nor the argument meant.
+Upstream:  census rows 20 and 38 (ms-swift #4868, #3742, #5160, #7977: unrecognized / moved arguments between releases).
+Versions:  ms-swift >= 3.4 (the release history in grpo_compat/settings/ms-swift.json: 28 arguments removed or renamed
+           between 3.4.0 and 4.6.0). Only what swift itself would leave unparsed is refused: a field of RLHFArguments,
+           its `--no_` form, an argparse prefix of one, `--ignore_args_error true`, a json file or RAY_SWIFT_ARGS pass.
+Remove when: ms-swift names the release and the replacement of an argument it no longer takes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from grpo_compat.core.registry import patch
+
+
+def _argument_names(tokens: list[str]) -> list[str]:
+    return [t[2:].split("=", 1)[0].replace("-", "_") for t in tokens if t.startswith("--") and len(t) > 2]
+
+
+@patch(
+    id="swift.arguments-not-taken",
+    catalogue="setting-removed-or-renamed",
+    requires="ms-swift>=3.4",
+    targets="swift.utils.utils:parse_args",
+    expects=("class_type", "argv"),
+    rebind_in=("swift",),  # swift's pipelines import parse_args by name
+)
+def refuse_arguments_not_taken(wrapped: Any, class_type: Any, argv: Any = None, *args: Any, **kwargs: Any) -> Any:
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    names = _argument_names(tokens)
+    checked = (
+        getattr(class_type, "__name__", "") == "RLHFArguments"
+        and not os.environ.get("RAY_SWIFT_ARGS")
+        and not (tokens and str(tokens[0]).endswith(".json"))
+        and "ignore_args_error" not in names
+    )
+    if checked:
+        from grpo_compat.settings.installed import cli_accepts
+
+        fields = getattr(class_type, "__dataclass_fields__", {})
+        valid = {name for name, field in fields.items() if field.init}
+        unknown = [name for name in names if not cli_accepts(name, valid)]
+        if unknown and valid:
+            from grpo_compat.settings import drift
+
+            drift.refuse("swift rlhf", "ms-swift", unknown, valid)
+    return wrapped(class_type, argv, *args, **kwargs)
