@@ -12,7 +12,9 @@ there: no effect before apply(), the effect after it (twice), none after revert(
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -37,10 +39,18 @@ def _refused_before_loading(build: Callable[[], Any], refusal: type[BaseExceptio
     return False
 
 
+@cache
+def _scratch_folder() -> str:
+    """One folder for every probe of this process (output_dir, tiny models), removed when it exits."""
+    folder = tempfile.mkdtemp(prefix="effect-probes-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def _grpo_config(**settings: Any) -> Any:
     from trl import GRPOConfig
 
-    return GRPOConfig(output_dir=tempfile.mkdtemp(prefix="effect-probe-"), **{**_CONFIG, **settings})
+    return GRPOConfig(output_dir=_scratch_folder(), **{**_CONFIG, **settings})
 
 
 def _zero_reward(completions, **kwargs):
@@ -256,7 +266,7 @@ def _gmpo_with_liger_is_refused() -> bool:
     def build() -> Any:
         from trl.experimental.gmpo import GMPOConfig, GMPOTrainer
 
-        config = GMPOConfig(output_dir=tempfile.mkdtemp(prefix="effect-probe-"), use_liger_kernel=True, **_CONFIG)
+        config = GMPOConfig(output_dir=_scratch_folder(), use_liger_kernel=True, **_CONFIG)
         return GMPOTrainer(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=config)
 
     return _refused_before_loading(build, UnsupportedCombinationError)
@@ -286,7 +296,7 @@ def _train_sampler_takes_the_dataset_transformers_passes() -> bool:
 def _tiny_model_folder(architecture: str = "qwen2") -> str:
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
 
-    return str(build_tiny_qwen2(tempfile.mkdtemp(prefix=f"effect-probe-{architecture}-"), architecture=architecture))
+    return str(build_tiny_qwen2(os.path.join(_scratch_folder(), architecture), architecture=architecture))
 
 
 def _gemma3_trains_on_text_without_token_type_ids() -> bool:
@@ -361,15 +371,17 @@ def _a_sync_that_misses_vllm_is_named() -> bool:
     return False
 
 
-def _removed_setting_is_named_with_its_release() -> bool:
+def _misspelt_setting_is_named_with_the_setting_meant() -> bool:
+    # A typo, not a removed setting: every trl in the window takes num_generations (max_prompt_length, the
+    # reproducer's removed setting, is still a setting before 0.28).
     from trl import GRPOConfig
 
     from grpo_compat.core.errors import SettingNotTakenError
 
     try:
-        GRPOConfig(output_dir="unused", max_prompt_length=64, use_cpu=True, bf16=False)
+        GRPOConfig(output_dir=_scratch_folder(), num_generation=2, use_cpu=True, bf16=False)
     except SettingNotTakenError as error:
-        return "removed in trl 0.28.0" in str(error)
+        return "did you mean `num_generations`" in str(error)
     except TypeError:
         return False  # upstream's own "unexpected keyword argument"
     return False
@@ -402,7 +414,7 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.liger-lm-head-guard": _a_backbone_returning_logits_is_named_before_liger_multiplies_them,
     "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
     "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
-    "trl.grpo-config-settings": _removed_setting_is_named_with_its_release,
+    "trl.grpo-config-settings": _misspelt_setting_is_named_with_the_setting_meant,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.
