@@ -33,6 +33,22 @@ def run_python(
     )
 
 
+def build_wheel(out: Path) -> Path:
+    """This checkout's wheel, built into ``out``. One build at a time: setuptools writes build/ and the egg-info
+    inside the checkout, which tests running side by side (pytest -n 2) would otherwise share."""
+    import fcntl
+
+    (REPO / ".matrix").mkdir(exist_ok=True)
+    with open(REPO / ".matrix" / "wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = subprocess.run(
+            ["uv", "build", "--wheel", "--out-dir", str(out), str(REPO)], capture_output=True, text=True, timeout=600
+        )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = out.glob("grpo_compat-*.whl")
+    return wheel
+
+
 def run_script(python: str, script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run a script of this checkout (``matrix/...``, ``tests/...``) as the matrix runner does: matrix.* importable."""
     pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))

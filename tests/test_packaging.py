@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import zipfile
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, build_wheel
 
 pytestmark = pytest.mark.slow  # builds a wheel
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    uv = shutil.which("uv")
-    if uv is None:
+    if shutil.which("uv") is None:
         pytest.fail("uv is required to build the wheel (matrix/setup.sh installs it)")
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([uv, "build", "--wheel", "--out-dir", str(out), str(REPO)], check=True, capture_output=True)
-    (built,) = out.glob("grpo_compat-*.whl")
-    return zipfile.ZipFile(built)
+    return zipfile.ZipFile(build_wheel(tmp_path_factory.mktemp("dist")))
 
 
 def test_patches_ship_inside_grpo_compat(wheel):

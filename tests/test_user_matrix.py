@@ -18,8 +18,7 @@ from grpo_compat.matrix.cells import Cell, CellsFileError, load_cells_file
 from grpo_compat.matrix.cli import main as matrix_main
 from grpo_compat.matrix.entries import EntriesPlan, EntryRun, user_project
 from grpo_compat.matrix.init import CELLS_NAME, SCRIPT_NAME
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO, build_wheel
 
 
 def cells_file(folder: Path, text: str, script: str = "train.py") -> Path:
@@ -209,12 +208,7 @@ def test_a_grpo_compat_requirement_that_cannot_resolve_names_its_line(tmp_path, 
 def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp_path):
     """The user's side, end to end: no checkout, the wheel in a fresh env, no package index that holds
     grpo-compat (the cells file names none: cell envs get the running install's files), their cells and script."""
-    dist = tmp_path / "dist"
-    built = subprocess.run(
-        ["uv", "build", "--wheel", "--out-dir", str(dist), str(REPO)], capture_output=True, text=True, timeout=600
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    (wheel_path,) = dist.glob("grpo_compat-*.whl")
+    wheel_path = build_wheel(tmp_path / "dist")
     fresh = tmp_path / "fresh"
     subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(fresh)], check=True)
     subprocess.run(

@@ -310,7 +310,10 @@ class CellEnvs:
         if (env / SOURCE_STAMP).exists() and (env / SOURCE_STAMP).read_text() == stamp:
             return
         offline = ["--offline", "--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-        install = [*uv_command(), "pip", "install", "--python", str(env / "bin" / "python"), *offline, "--no-deps"]
+        # The cell's pins stay as they are; extras (dev) may have gained a package, which uv adds without
+        # touching what is installed and satisfies them.
+        deps = [] if extras and not wheelhouse else ["--no-deps"]
+        install = [*uv_command(), "pip", "install", "--python", str(env / "bin" / "python"), *offline, *deps]
         arguments = [*install, *self.source.fresh_build(), *self.source.install_arguments(extras)]
         step = f"reinstalling grpo_compat from {self.source.spec} (it changed)"
         _run(arguments, self._scratch() / f"{env.name}.log", step, progress)
