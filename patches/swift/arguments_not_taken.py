@@ -1,4 +1,4 @@
-"""Refuse a `swift rlhf` argument the installed ms-swift does not take, before its arguments are built.
+"""Refuse a `swift rlhf` argument or RLHFArguments(...) keyword the installed ms-swift lacks, before anything loads.
 
 Symptom:   an argument of an older ms-swift (`--eval_datasets`, `--tensor_parallel_size`, `--gpu_memory_utilization`),
            or a misspelt one, fails with "ValueError: remaining_argv: ['--num_generation', '4']" - after RLHFArguments'
