@@ -698,4 +698,28 @@ REPRODUCERS += (
         patched=r"(SettingNotTakenError: swift rlhf on ms-swift [\d.]+: |grpo-compat run: )`train_type` was renamed "
         r"to `tuner_type` in ms-swift 4\.1\.0",
     ),
+    # Built in Python, as `rlhf_main(RLHFArguments(...))` scripts do: upstream's dataclass __init__ refuses the keyword
+    # with a bare TypeError, before anything loads; patched, the same refusal names the release and the replacement.
+    Reproducer(
+        id="swift-renamed-argument-python",
+        patch="swift.arguments-not-taken",
+        script="swift",
+        requires=("ms-swift>=4.1",),
+        settings=("train_type=full",),
+        flags=("--arguments-in-python", "--keep-unknown-settings"),
+        upstream=r"RLHFArguments.__init__\(\) got an unexpected keyword argument 'train_type'",
+        patched=r"SettingNotTakenError: RLHFArguments on ms-swift [\d.]+: `train_type` was renamed to `tuner_type` in "
+        r"ms-swift 4\.1\.0",
+    ),
+    Reproducer(
+        id="swift-misspelt-argument-python",
+        patch="swift.arguments-not-taken",
+        script="swift",
+        requires=("ms-swift>=3.4",),
+        settings=("num_generation=4",),
+        flags=("--arguments-in-python", "--keep-unknown-settings"),
+        upstream=r"RLHFArguments.__init__\(\) got an unexpected keyword argument 'num_generation'",
+        patched=r"SettingNotTakenError: RLHFArguments on ms-swift [\d.]+: `num_generation` is not a setting of "
+        r"ms-swift [\d.]+: did you mean `num_generations`\?",
+    ),
 )

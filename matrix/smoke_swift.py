@@ -8,8 +8,9 @@ process through the entry `swift rlhf` itself uses (`SwiftRLHF(argv).main()`, i.
 plain and a patched run differ only by `grpo_compat.apply()`. The same file runs on ms-swift 3.5 to
 4.x: the 4.0 module moves and the `train_type` -> `tuner_type` rename are feature-detected in
 `swift_api` / `swift_argv`. `--set KEY=VALUE` adds or overrides a swift argument (a JSON list
-gives several values). Full fine-tuning, one process: fp32 on CPU (`--device cuda`: bf16, not yet
-tried on a GPU). `--labels-from-column-0` labels every token of each GRPO batch's first sample, as
+gives several values). `--arguments-in-python` builds `RLHFArguments(...)` itself and hands the object to the
+pipeline, as scripts calling `rlhf_main(args)` do. Full fine-tuning, one process: fp32 on CPU (`--device cuda`:
+bf16, not yet tried on a GPU). `--labels-from-column-0` labels every token of each GRPO batch's first sample, as
 left truncation of a whole prompt leaves it, so swift's logits_to_keep reaches the sequence length
 (KF-1). Exits non-zero when the run fails, after writing the JSON.
 """
@@ -127,16 +128,38 @@ def swift_arguments(
     }
 
 
-def swift_argv(
+def installed_arguments(
     api: SimpleNamespace, model_dir: Path, dataset: Path, output_dir: str, args: argparse.Namespace
-) -> tuple[list[str], list[str]]:
-    """The `swift rlhf` arguments for this install; requested arguments it lacks are dropped and named."""
+) -> tuple[dict[str, Any], list[str]]:
+    """The `swift rlhf` arguments for this install; requested arguments it lacks are dropped and named
+    (with --keep-unknown-settings, the --set ones are kept: a removed or misspelt argument's reproducer)."""
     known = {f.name for f in dataclasses.fields(api.arguments)}
     tuner_key = "tuner_type" if "tuner_type" in known else "train_type"
     wanted = swift_arguments(model_dir, dataset, output_dir, args, tuner_key)
     wanted.update(args.config_overrides)
-    argv = [arg for key, value in wanted.items() if key in known for arg in as_argv(key, value)]
-    return argv, sorted(set(wanted) - known)
+    if args.keep_unknown_settings:
+        known |= set(args.config_overrides)
+    return {key: value for key, value in wanted.items() if key in known}, sorted(set(wanted) - known)
+
+
+def swift_argv(
+    api: SimpleNamespace, model_dir: Path, dataset: Path, output_dir: str, args: argparse.Namespace
+) -> tuple[list[str], list[str]]:
+    arguments, dropped = installed_arguments(api, model_dir, dataset, output_dir, args)
+    return [arg for key, value in arguments.items() for arg in as_argv(key, value)], dropped
+
+
+def swift_keywords(
+    api: SimpleNamespace, model_dir: Path, dataset: Path, output_dir: str, args: argparse.Namespace
+) -> tuple[dict[str, Any], list[str]]:
+    """The same arguments as keywords of RLHFArguments(...), as a script that builds them in Python passes them."""
+    arguments, dropped = installed_arguments(api, model_dir, dataset, output_dir, args)
+    types = {f.name: str(f.type).lower() for f in dataclasses.fields(api.arguments)}
+    # A list argument takes a list in Python, where the command line took one word or several.
+    return {
+        key: [value] if "list" in types.get(key, "") and not isinstance(value, list) else value
+        for key, value in arguments.items()
+    }, dropped
 
 
 def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
@@ -156,8 +179,12 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     register_reward(api, reward_function(args))
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     dataset = write_dataset(Path(output_dir) / "smoke_prompts.jsonl")
-    argv, result["config_fields_dropped"] = swift_argv(api, model_dir, dataset, output_dir, args)
-    pipeline = api.pipeline(argv)  # parses and checks the arguments, loads model and reference model
+    if args.arguments_in_python:  # as `rlhf_main(RLHFArguments(...))` scripts do: no command line parsed
+        keywords, result["config_fields_dropped"] = swift_keywords(api, model_dir, dataset, output_dir, args)
+        pipeline = api.pipeline(api.arguments(**keywords))  # checks the arguments, loads model and reference model
+    else:
+        argv, result["config_fields_dropped"] = swift_argv(api, model_dir, dataset, output_dir, args)
+        pipeline = api.pipeline(argv)  # parses and checks the arguments, loads model and reference model
     swift_train = pipeline.train
 
     def measured_train(trainer: Any) -> Any:

@@ -12,7 +12,7 @@ from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
 from grpo_compat.core.registry import Patch, Target
 from grpo_compat.core.report import ONE_LINE_MARK, Status
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
-from tests.helpers import make_patch, run_python
+from tests.helpers import add_one, make_patch, run_python
 
 
 def test_patch_waits_for_a_module_imported_after_apply(upstream):
@@ -95,6 +95,23 @@ def test_changed_signature_is_skipped_and_reported(upstream):
     assert module.Model.step is original
     with pytest.raises(PatchFailedError, match="signature"):
         Engine([make_patch(module.__name__, "Model.step", expects=("logits_to_keep",))]).apply(strict=True)
+
+
+def test_targets_with_different_signatures_each_check_their_own_parameters(upstream):
+    module = importlib.import_module(upstream("impl", SOURCE))
+
+    def patch_expecting(step_parameters: tuple[str, ...]) -> Patch:
+        function = Target.parse(f"{module.__name__}:double", add_one, ("x",))
+        method = Target.parse(f"{module.__name__}:Model.step", add_one, step_parameters)
+        return Patch("test.add-one", ("packaging>=20",), (function, method), expects=("no_target_takes_this",))
+
+    engine = Engine([patch_expecting(("self", "x", "scale"))])
+    assert engine.apply().status_of("test.add-one") is Status.APPLIED
+    assert (module.double(3), module.Model().step(3)) == (7, 4)
+    engine.revert()
+    report = Engine([patch_expecting(("self", "logits_to_keep"))]).apply()
+    assert report.status_of("test.add-one") is Status.TARGET_MISSING
+    assert "logits_to_keep" in report["test.add-one"].reason and module.double(3) == 6
 
 
 def test_missing_target_is_reported_unless_optional(upstream):

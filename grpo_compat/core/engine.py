@@ -216,7 +216,8 @@ class Engine:
                 if target.optional:
                     continue
                 return self._give_up(state, Status.TARGET_MISSING, str(missing))
-            absent = wrapping.missing_parameters(wrapping.underlying_function(raw), patch.expects)
+            expects = patch.expects if target.expects is None else target.expects
+            absent = wrapping.missing_parameters(wrapping.underlying_function(raw), expects)
             if absent:
                 return self._give_up(state, Status.TARGET_MISSING, f"signature of {target} changed: no {absent}")
             resolved.append((target, owner, name, raw))

@@ -27,19 +27,30 @@ if TYPE_CHECKING:
 
 
 class Target:
-    """One attribute to wrap, ``"package.module:Qualified.name"`` (a trailing ``?``: optional), and its wrapper."""
+    """One attribute to wrap, ``"package.module:Qualified.name"`` (a trailing ``?``: optional), and its wrapper.
 
-    __slots__ = ("module", "optional", "qualname", "wrapper")
+    ``expects``: the parameters this target must still take, where they differ from its patch's (None: the patch's).
+    """
 
-    def __init__(self, module: str, qualname: str, wrapper: Wrapper, optional: bool = False) -> None:
+    __slots__ = ("expects", "module", "optional", "qualname", "wrapper")
+
+    def __init__(
+        self,
+        module: str,
+        qualname: str,
+        wrapper: Wrapper,
+        optional: bool = False,
+        expects: tuple[str, ...] | None = None,
+    ) -> None:
         self.module, self.qualname, self.wrapper, self.optional = module, qualname, wrapper, optional
+        self.expects = expects
 
     @classmethod
-    def parse(cls, spec: str, wrapper: Wrapper) -> Target:
+    def parse(cls, spec: str, wrapper: Wrapper, expects: tuple[str, ...] | None = None) -> Target:
         module, sep, qualname = spec.rstrip("?").partition(":")
         if not sep or not module or not qualname:
             raise ValueError(f"target {spec!r} is not of the form 'package.module:Qualified.name'")
-        return cls(module, qualname, wrapper, spec.endswith("?"))
+        return cls(module, qualname, wrapper, spec.endswith("?"), expects)
 
     def __str__(self) -> str:
         return f"{self.module}:{self.qualname}{'?' if self.optional else ''}"
@@ -172,7 +183,7 @@ def patch_each(
     catalogue: str | tuple[str, ...] = (),
     requires: str | tuple[str, ...],
     wrappers: dict[str, Wrapper],
-    expects: tuple[str, ...] = (),
+    expects: tuple[str, ...] | dict[str, tuple[str, ...]] = (),
     detect: Detector | None = None,
     rebind_in: tuple[str, ...] = (),
 ) -> Patch:
@@ -183,10 +194,13 @@ def patch_each(
     and the checks of the record's and reproducers' windows read it from here).
 
     For one fix in several parts that must never be applied apart; the first target's module is
-    the patch's home (its distribution, and the module ``detect`` is asked about).
+    the patch's home (its distribution, and the module ``detect`` is asked about). ``expects``: the parameters
+    every target must still take, or ``{spec: parameters}`` for targets with different signatures.
     """
     window = (requires,) if isinstance(requires, str) else tuple(requires)
-    targets = tuple(Target.parse(spec, wrapper) for spec, wrapper in wrappers.items())
+    per_target = expects if isinstance(expects, dict) else {}
+    targets = tuple(Target.parse(spec, wrapper, per_target.get(spec)) for spec, wrapper in wrappers.items())
+    expects = () if isinstance(expects, dict) else expects
     module = next(iter(wrappers.values())).__module__
     known = _REGISTRY.get(id)
     if known is not None and known.targets[0].wrapper.__module__ != module:

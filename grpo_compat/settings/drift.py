@@ -133,3 +133,13 @@ def refuse(where: str, package: str, names: list[str], valid: set[str]) -> None:
     version = installed_version(package) or "0"
     found = problems(names, package, version, valid)
     raise SettingNotTakenError(f"{where} on {package} {version}: " + " ".join(p.message for p in found))
+
+
+def refuse_keywords(where: str, package: str, dataclass_type: type, keywords: dict) -> None:
+    """Refuse, as :func:`refuse` does, the keywords a dataclass's ``__init__`` would reject with a bare TypeError;
+    every keyword it takes (its own fields and the inherited ones) passes."""
+    fields = getattr(dataclass_type, "__dataclass_fields__", {})
+    taken = {name for name, field in fields.items() if field.init}
+    unknown = [name for name in keywords if name not in taken]
+    if unknown and taken:
+        refuse(where, package, unknown, taken)

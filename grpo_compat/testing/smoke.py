@@ -111,7 +111,13 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument(
         "--keep-unknown-settings",
         action="store_true",
-        help="pass --set fields the installed trl lacks to GRPOConfig too (a removed or misspelt setting's reproducer)",
+        help="pass --set fields the installed trl / ms-swift lacks to GRPOConfig / RLHFArguments too (a removed or "
+        "misspelt setting's reproducer)",
+    )
+    p.add_argument(
+        "--arguments-in-python",
+        action="store_true",
+        help="ms-swift: build RLHFArguments(...) in Python and hand it to the pipeline, as rlhf_main(args) users do",
     )
     args = p.parse_args(argv)
     if args.vllm and args.model_arch == "qwen2":

@@ -1,13 +1,15 @@
-"""Refuse a `swift rlhf` argument the installed ms-swift does not take, before its arguments are built.
+"""Refuse a `swift rlhf` argument or RLHFArguments(...) keyword the installed ms-swift lacks, before anything loads.
 
 Symptom:   an argument of an older ms-swift (`--eval_datasets`, `--tensor_parallel_size`, `--gpu_memory_utilization`),
            or a misspelt one, fails with "ValueError: remaining_argv: ['--num_generation', '4']" - after RLHFArguments'
            __post_init__ already ran (model and template lookup), naming neither the release that removed or renamed
-           it nor the argument meant.
+           it nor the argument meant. Built in Python (`RLHFArguments(train_type="full")`, before `rlhf_main`), it
+           fails with "TypeError: RLHFArguments.__init__() got an unexpected keyword argument", naming neither.
 Upstream:  census rows 20 and 38 (ms-swift #4868, #3742, #5160, #7977: unrecognized / moved arguments between releases).
 Versions:  ms-swift >= 3.4 (the release history in grpo_compat/settings/ms-swift.json: 28 arguments removed or renamed
            between 3.4.0 and 4.6.0). Only what swift itself would leave unparsed is refused: a field of RLHFArguments,
-           its `--no_` form, an argparse prefix of one, `--ignore_args_error true`, a json file or RAY_SWIFT_ARGS pass.
+           its `--no_` form, an argparse prefix of one, `--ignore_args_error true`, a json file or RAY_SWIFT_ARGS pass;
+           in Python, exactly the keywords RLHFArguments' own __init__ rejects are refused (3.x: swift.llm, 4.x: swift).
 Remove when: ms-swift names the release and the replacement of an argument it no longer takes.
 """
 
@@ -17,21 +19,13 @@ import os
 import sys
 from typing import Any
 
-from grpo_compat.core.registry import patch
+from grpo_compat.core.registry import patch_each
 
 
 def _argument_names(tokens: list[str]) -> list[str]:
     return [t[2:].split("=", 1)[0].replace("-", "_") for t in tokens if t.startswith("--") and len(t) > 2]
 
 
-@patch(
-    id="swift.arguments-not-taken",
-    catalogue="setting-removed-or-renamed",
-    requires="ms-swift>=3.4",
-    targets="swift.utils.utils:parse_args",
-    expects=("class_type", "argv"),
-    rebind_in=("swift",),  # swift's pipelines import parse_args by name
-)
 def refuse_arguments_not_taken(wrapped: Any, class_type: Any, argv: Any = None, *args: Any, **kwargs: Any) -> Any:
     tokens = list(sys.argv[1:] if argv is None else argv)
     names = _argument_names(tokens)
@@ -52,3 +46,25 @@ def refuse_arguments_not_taken(wrapped: Any, class_type: Any, argv: Any = None, 
 
             drift.refuse("swift rlhf", "ms-swift", unknown, valid)
     return wrapped(class_type, argv, *args, **kwargs)
+
+
+def refuse_keywords_not_taken(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
+    from grpo_compat.settings import drift
+
+    drift.refuse_keywords("RLHFArguments", "ms-swift", type(arguments), kwargs)
+    return wrapped(arguments, *args, **kwargs)
+
+
+PARSE_ARGS = "swift.utils.utils:parse_args"
+patch_each(
+    id="swift.arguments-not-taken",
+    catalogue="setting-removed-or-renamed",
+    requires="ms-swift>=3.4",
+    wrappers={
+        PARSE_ARGS: refuse_arguments_not_taken,
+        "swift.arguments.rlhf_args:RLHFArguments.__init__?": refuse_keywords_not_taken,  # 4.x
+        "swift.llm.argument.rlhf_args:RLHFArguments.__init__?": refuse_keywords_not_taken,  # 3.x
+    },
+    expects={PARSE_ARGS: ("class_type", "argv")},  # RLHFArguments.__init__: its fields, any of them
+    rebind_in=("swift",),  # swift's pipelines import parse_args by name
+)

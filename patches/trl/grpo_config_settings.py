@@ -26,11 +26,7 @@ from grpo_compat.core.registry import patch
     expects=("self",),
 )
 def refuse_settings_not_taken(wrapped: Any, config: Any, *args: Any, **kwargs: Any) -> Any:
-    fields = getattr(type(config), "__dataclass_fields__", {})
-    taken = {name for name, field in fields.items() if field.init}
-    unknown = [name for name in kwargs if name not in taken]
-    if unknown and taken:
-        from grpo_compat.settings import drift
+    from grpo_compat.settings import drift
 
-        drift.refuse("GRPOConfig", "trl", unknown, taken)
+    drift.refuse_keywords("GRPOConfig", "trl", type(config), kwargs)
     return wrapped(config, *args, **kwargs)
