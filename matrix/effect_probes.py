@@ -561,6 +561,47 @@ def _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns() -> bool:
     return log_probs(result).shape == (2, 5)
 
 
+def _swift_grpo_trainer(reward: Callable[..., list]) -> Any:
+    """ms-swift's own GRPOTrainer, built by `swift rlhf`'s pipeline on the tiny local model with ``reward`` as its
+    one reward (an ORM, as users register them), stopped where training would start."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from matrix.smoke_swift import register_reward, swift_api, swift_argv, write_dataset
+
+    os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    api = swift_api()
+    register_reward(api, reward)
+    folder = Path(_scratch_folder())
+    dataset = write_dataset(folder / "swift_prompts.jsonl")
+    settings = SimpleNamespace(device="cpu", steps=1, seed=0, config_overrides={"beta": 0.0})  # no reference model
+    argv, _ = swift_argv(api, Path(_tiny_model_folder()), dataset, str(folder / "swift"), settings)
+    pipeline = api.pipeline(argv)
+    built: list = []
+    pipeline.train = built.append  # instead of training
+    pipeline.main()
+    return built[0]
+
+
+def _swift_reward_without_kwargs_is_refused_when_the_trainer_is_built() -> bool:
+    # Upstream calls it first at the first generation, with keyword arguments its __call__ does not take.
+    from grpo_compat.testing.smoke import strict_length
+
+    return _refused_before_loading(lambda: _swift_grpo_trainer(strict_length), RewardFunctionError)
+
+
+def _one_swift_reward_for_a_batch_is_refused_at_the_step() -> bool:
+    from grpo_compat.testing.smoke import one_value
+
+    reward = _swift_grpo_trainer(one_value).reward_funcs[0]
+    try:  # ms-swift copies the one value to every completion without a word
+        reward(["x", "y"])
+    except RewardFunctionError:
+        return True
+    return False
+
+
 NO_IN_PROCESS_EFFECT = {
     "unsloth.lm-head-guard": "unsloth imports only on a GPU; its guard functions are tested on CPU "
     "(tests/test_lm_head_shape_guard.py)",
@@ -598,11 +639,11 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.peft-zero3-reentrant": _peft_under_zero3_gets_reentrant_checkpointing,
     "swift.logps-alignment": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,
     "swift.logps-alignment-3x": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,
+    "swift.reward-dry-run": _swift_reward_without_kwargs_is_refused_when_the_trainer_is_built,
+    "swift.reward-count-check": _one_swift_reward_for_a_batch_is_refused_at_the_step,
     **NO_IN_PROCESS_EFFECT,
     # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
     # tests/test_patches.py keeps this list from growing.
-    "swift.reward-dry-run": None,
-    "swift.reward-count-check": None,
     "swift.deepspeed-agreement": None,
 }
 
