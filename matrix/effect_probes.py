@@ -229,7 +229,9 @@ def _grpo_training_gets_the_learning_watchdog() -> bool:
     return False
 
 
-def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built() -> bool:
+def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built(
+    build: Callable[..., Any] = _grpo_config,
+) -> bool:
     saved = dict(os.environ)  # TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process
     deepspeed = {
         "zero_optimization": {"stage": 2},
@@ -237,7 +239,7 @@ def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built() 
         "gradient_accumulation_steps": 4,
     }
     try:
-        _grpo_config(deepspeed=deepspeed, gradient_accumulation_steps=2)
+        build(deepspeed=deepspeed, gradient_accumulation_steps=2)
     except GRPOSettingsError:
         return True
     except Exception:  # noqa: BLE001 - upstream refuses only later, in train()
@@ -602,6 +604,16 @@ def _one_swift_reward_for_a_batch_is_refused_at_the_step() -> bool:
     return False
 
 
+def _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config() -> bool:
+    # ms-swift 4.x's GRPOConfig skips trl's __post_init__, where trl.deepspeed-agreement checks.
+    def swift_config(**settings: Any) -> Any:
+        from swift.rlhf_trainers.arguments import GRPOConfig
+
+        return GRPOConfig(output_dir=_scratch_folder(), **{**_CONFIG, **settings})
+
+    return _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built(swift_config)
+
+
 NO_IN_PROCESS_EFFECT = {
     "unsloth.lm-head-guard": "unsloth imports only on a GPU; its guard functions are tested on CPU "
     "(tests/test_lm_head_shape_guard.py)",
@@ -642,8 +654,10 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "swift.reward-dry-run": _swift_reward_without_kwargs_is_refused_when_the_trainer_is_built,
     "swift.reward-count-check": _one_swift_reward_for_a_batch_is_refused_at_the_step,
     **NO_IN_PROCESS_EFFECT,
-    # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
-    # tests/test_patches.py keeps this list from growing.
+    # Not mapped yet (tests/test_patches.py PROBES_TO_WRITE): its probe is
+    # _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config, shown by hand (swift-4.6 with the
+    # trl-1.16 env's DeepSpeed 0.19.8 on its path), but no CPU cell holds ms-swift 4 with DeepSpeed for an effects run
+    # to show it in (nor for its reproducer deepspeed-accumulation-contradiction-swift4): map it with such a cell.
     "swift.deepspeed-agreement": None,
 }
 
