@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
@@ -229,24 +230,32 @@ def _grpo_training_gets_the_learning_watchdog() -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process: put it back as it was."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built(
     build: Callable[..., Any] = _grpo_config,
 ) -> bool:
-    saved = dict(os.environ)  # TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process
     deepspeed = {
         "zero_optimization": {"stage": 2},
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": 4,
     }
     try:
-        build(deepspeed=deepspeed, gradient_accumulation_steps=2)
+        with _environment_kept():
+            build(deepspeed=deepspeed, gradient_accumulation_steps=2)
     except GRPOSettingsError:
         return True
     except Exception:  # noqa: BLE001 - upstream refuses only later, in train()
         return False
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     return False
 
 
@@ -313,16 +322,15 @@ def _gemma3_trains_on_text_without_token_type_ids() -> bool:
     return True
 
 
-def _tiny_grpo_trainer(reward: Callable[..., list] = _zero_reward, **settings: Any) -> Any:
+def _tiny_grpo_trainer(reward: Callable[..., list] = _zero_reward, peft_config: Any = None, **settings: Any) -> Any:
     """trl's GRPOTrainer built on the tiny local model (no training)."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
     data = Dataset.from_dict({"prompt": ["a", "b"]})
-    peft_config = settings.pop("peft_config", None)
-    extra = {"peft_config": peft_config} if peft_config is not None else {}
     config = _grpo_config(**settings)
-    return GRPOTrainer(model=_tiny_model_folder(), reward_funcs=reward, args=config, train_dataset=data, **extra)
+    model = _tiny_model_folder()
+    return GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=data, peft_config=peft_config)
 
 
 def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
@@ -456,9 +464,8 @@ def _peft_under_zero3_gets_reentrant_checkpointing() -> bool:
     (the CheckpointError itself needs a launched ZeRO-3 backward: reproducer peft-zero3-checkpoint-error)."""
     from trl import GRPOTrainer
 
-    saved = dict(os.environ)  # TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process
     deepspeed = {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}
-    try:
+    with _environment_kept():
         config = _grpo_config(
             deepspeed={**deepspeed, "gradient_accumulation_steps": "auto", "train_batch_size": "auto"},
             gradient_checkpointing=True,
@@ -468,9 +475,6 @@ def _peft_under_zero3_gets_reentrant_checkpointing() -> bool:
             GRPOTrainer(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=config, peft_config=_lora_config())
         except Exception:  # noqa: BLE001 - upstream fails loading the missing model, after the patch's change
             pass
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     return config.gradient_checkpointing_kwargs.get("use_reentrant") is True
 
 
