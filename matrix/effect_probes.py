@@ -171,8 +171,10 @@ def _a_backbone_returning_logits_is_named_before_liger_multiplies_them() -> bool
 
     model.model.forward = logits_as_hidden_states
     accelerator = SimpleNamespace(unwrap_model=lambda m: m, is_main_process=True)
-    # What trl reads of a trainer there (its profiling decorator: args.report_to).
-    trainer = SimpleNamespace(accelerator=accelerator, args=SimpleNamespace(report_to=[]), model_kwarg_keys=())
+    # What trl reads of a trainer there (its profiling decorator: args.report_to; trl >= 1.9: _is_vlm).
+    trainer = SimpleNamespace(
+        accelerator=accelerator, args=SimpleNamespace(report_to=[]), model_kwarg_keys=(), _is_vlm=False
+    )
     ids = torch.randint(0, 97, (2, 6), generator=torch.Generator().manual_seed(0))
     try:  # upstream hands the logits to Liger's fused loss as if hidden states: a matmul error there
         with torch.no_grad():
