@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
@@ -170,8 +171,10 @@ def _a_backbone_returning_logits_is_named_before_liger_multiplies_them() -> bool
 
     model.model.forward = logits_as_hidden_states
     accelerator = SimpleNamespace(unwrap_model=lambda m: m, is_main_process=True)
-    # What trl reads of a trainer there (its profiling decorator: args.report_to).
-    trainer = SimpleNamespace(accelerator=accelerator, args=SimpleNamespace(report_to=[]), model_kwarg_keys=())
+    # What trl reads of a trainer there (its profiling decorator: args.report_to; trl >= 1.9: _is_vlm).
+    trainer = SimpleNamespace(
+        accelerator=accelerator, args=SimpleNamespace(report_to=[]), model_kwarg_keys=(), _is_vlm=False
+    )
     ids = torch.randint(0, 97, (2, 6), generator=torch.Generator().manual_seed(0))
     try:  # upstream hands the logits to Liger's fused loss as if hidden states: a matmul error there
         with torch.no_grad():
@@ -229,22 +232,32 @@ def _grpo_training_gets_the_learning_watchdog() -> bool:
     return False
 
 
-def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built() -> bool:
-    saved = dict(os.environ)  # TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """TrainingArguments(deepspeed=...) sets ACCELERATE_USE_DEEPSPEED for the process: put it back as it was."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built(
+    build: Callable[..., Any] = _grpo_config,
+) -> bool:
     deepspeed = {
         "zero_optimization": {"stage": 2},
         "train_micro_batch_size_per_gpu": "auto",
         "gradient_accumulation_steps": 4,
     }
     try:
-        _grpo_config(deepspeed=deepspeed, gradient_accumulation_steps=2)
+        with _environment_kept():
+            build(deepspeed=deepspeed, gradient_accumulation_steps=2)
     except GRPOSettingsError:
         return True
     except Exception:  # noqa: BLE001 - upstream refuses only later, in train()
         return False
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     return False
 
 
@@ -311,15 +324,22 @@ def _gemma3_trains_on_text_without_token_type_ids() -> bool:
     return True
 
 
-def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
+def _tiny_grpo_trainer(reward: Callable[..., list] = _zero_reward, peft_config: Any = None, **settings: Any) -> Any:
+    """trl's GRPOTrainer built on the tiny local model (no training)."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    data = Dataset.from_dict({"prompt": ["a", "b"]})
+    config = _grpo_config(**settings)
+    model = _tiny_model_folder()
+    return GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=data, peft_config=peft_config)
+
+
+def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
     def one_value(completions, **kwargs):
         return [1.0]
 
-    data = Dataset.from_dict({"prompt": ["a", "b"]})
-    trainer = GRPOTrainer(model=_tiny_model_folder(), reward_funcs=one_value, args=_grpo_config(), train_dataset=data)
+    trainer = _tiny_grpo_trainer(one_value)
     try:  # trl < 1.10 broadcasts the one value to every completion without a word
         trainer.reward_funcs[0](prompts=["a", "a"], completions=["x", "y"])
     except RewardFunctionError:
@@ -387,6 +407,219 @@ def _misspelt_setting_is_named_with_the_setting_meant() -> bool:
     return False
 
 
+_ACCUMULATION, _GENERATION_STEPS = 2, 4  # the reproducer's: trl 0.22-1.9.0 scale the dapo loss 0.5x
+
+
+@cache
+def _dapo_trainer() -> Any:
+    # The patch wraps the class's _compute_loss: one trainer serves every apply() and revert().
+    settings = dict(loss_type="dapo", beta=0.0, gradient_accumulation_steps=_ACCUMULATION)
+    trainer = _tiny_grpo_trainer(**settings, steps_per_generation=_GENERATION_STEPS)
+    trainer.model.train()  # the patch scales the training loss only
+    return trainer
+
+
+def _dapo_loss_is_scaled_to_the_accumulation_steps() -> bool:
+    """trl's own _compute_loss on one micro-batch, with steps_per_generation 4 and 2 (= GA, where upstream's
+    divisor is right): patched, the first is 4 / 2 times the second, as trl 1.9.1 divides; plain, they are equal."""
+    import torch
+
+    trainer = _dapo_trainer()
+    ids = torch.randint(3, 50, (2, 6), generator=torch.Generator().manual_seed(0))
+    inputs = {
+        "prompt_ids": ids[:, :3],
+        "prompt_mask": torch.ones(2, 3, dtype=torch.long),
+        "completion_ids": ids[:, 3:],
+        "completion_mask": torch.ones(2, 3, dtype=torch.long),
+        "advantages": torch.tensor([1.0, -0.5]),
+        "num_items_in_batch": torch.tensor(6.0),
+    }
+    losses = []
+    for steps in (_GENERATION_STEPS, _ACCUMULATION):
+        trainer.args.steps_per_generation = steps
+        with torch.no_grad():
+            losses.append(trainer._compute_loss(trainer.model, dict(inputs)).item())
+    trainer.args.steps_per_generation = _GENERATION_STEPS
+    return abs(losses[0] / losses[1] - _GENERATION_STEPS / _ACCUMULATION) < 1e-4
+
+
+def _lora_config() -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+
+
+def _peft_inputs_require_grad_under_reentrant_checkpointing() -> bool:
+    """The input embeddings of the trainer's LoRA model give outputs that require grad (what reentrant
+    checkpointing needs for the adapter inside the blocks to get a gradient); plain trl 0.14-0.15: they do not."""
+    import torch
+
+    settings = dict(gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": True})
+    trainer = _tiny_grpo_trainer(peft_config=_lora_config(), **settings)
+    return trainer.model.get_input_embeddings()(torch.tensor([[3, 4]])).requires_grad
+
+
+def _peft_under_zero3_gets_reentrant_checkpointing() -> bool:
+    """The checkpointing trl is handed for a LoRA model under ZeRO-3 (on a missing model: nothing loads).
+
+    Non-reentrant checkpointing is asked for; patched on a DeepSpeed without #8148, trl is given use_reentrant=True
+    (the CheckpointError itself needs a launched ZeRO-3 backward: reproducer peft-zero3-checkpoint-error)."""
+    from trl import GRPOTrainer
+
+    deepspeed = {"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}
+    with _environment_kept():
+        config = _grpo_config(
+            deepspeed={**deepspeed, "gradient_accumulation_steps": "auto", "train_batch_size": "auto"},
+            gradient_checkpointing=True,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+        try:
+            GRPOTrainer(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=config, peft_config=_lora_config())
+        except Exception:  # noqa: BLE001 - upstream fails loading the missing model, after the patch's change
+            pass
+    return config.gradient_checkpointing_kwargs.get("use_reentrant") is True
+
+
+def _swift(module_4x: str, module_3x: str) -> Any:
+    """ms-swift's module of this name in its 4.x layout, or its 3.x one."""
+    import importlib
+
+    try:
+        return importlib.import_module(module_4x)
+    except ImportError:
+        return importlib.import_module(module_3x)
+
+
+def _swift_rlhf_arguments(**arguments: Any) -> Callable[[], Any]:
+    """A build of `swift rlhf`'s RLHFArguments for GRPO on a missing model (swift fails looking it up)."""
+
+    def build() -> Any:
+        module = _swift("swift.arguments.rlhf_args", "swift.llm.argument.rlhf_args")
+        return module.RLHFArguments(model=_MISSING_MODEL, rlhf_type="grpo", **arguments)
+
+    return build
+
+
+def _swift_single_generation_is_refused_with_a_fix() -> bool:
+    # ms-swift 4.x skips trl's GRPOConfig checks: only the patch refuses it before the model lookup.
+    return _refused_before_loading(_swift_rlhf_arguments(num_generations=1), GRPOSettingsError)
+
+
+def _swift_3_5_grpo_on_trl_0_20_is_refused() -> bool:
+    return _refused_before_loading(_swift_rlhf_arguments(), UnsupportedCombinationError)
+
+
+def _misspelt_swift_argument_is_named_with_the_argument_meant() -> bool:
+    from grpo_compat.core.errors import SettingNotTakenError
+
+    arguments = _swift("swift.arguments.rlhf_args", "swift.llm.argument.rlhf_args").RLHFArguments
+    argv = ["--model", _MISSING_MODEL, "--rlhf_type", "grpo", "--lerning_rate", "1e-5"]
+    try:
+        import swift.utils.utils
+
+        swift.utils.utils.parse_args(arguments, argv)  # upstream: the model lookup fails, or remaining_argv later
+    except SettingNotTakenError as error:
+        return "learning_rate" in str(error)
+    except (Exception, SystemExit):  # noqa: BLE001 - upstream's own failure
+        return False
+    return False
+
+
+def _unregistered_swift_reward_is_refused_before_the_models() -> bool:
+    from types import SimpleNamespace
+
+    rlhf = _swift("swift.pipelines.train.rlhf", "swift.llm.train.rlhf")
+    pipeline = SimpleNamespace(args=SimpleNamespace(rlhf_type="grpo", reward_funcs=["acuracy"]))
+    # Upstream loads the reference model from these arguments (it fails on the stand-in): the patch refuses first.
+    return _refused_before_loading(lambda: rlhf.SwiftRLHF._prepare_model_tokenizer(pipeline), RewardFunctionError)
+
+
+def _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns() -> bool:
+    """swift's own log-prob method on its trainer (built without __init__, holding what the method reads), for
+    logits_to_keep = L (a row labelled from column 0): upstream fails the gather (KF-1), patched it returns K
+    columns (the reproducers labels-from-column-0-swift* run it in a trainer swift built)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+
+    from grpo_compat.testing.logps import causal_lm, log_probs, trainer_stand_in
+
+    grpo = _swift("swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer")
+    model = causal_lm()
+    model.model_meta = SimpleNamespace(is_multimodal=True)  # 3.5-3.12: swift's own forward, not trl's
+    trainer = object.__new__(grpo.GRPOTrainer)  # swift's methods call super(): a namespace cannot stand in
+    vars(trainer).update(vars(trainer_stand_in(model)), is_multimodal=True)
+    trainer.template = SimpleNamespace(padding_free=False, sequence_parallel_size=1)
+    trainer.padding_free_context = trainer._template_context = lambda *args: contextlib.nullcontext()
+    ids = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(0))
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    try:
+        with torch.no_grad():
+            if hasattr(grpo, "GRPOBatch"):  # 4.4+: the batch's signals beside the model inputs
+                batch = grpo.GRPOBatch(torch.ones_like(ids), torch.zeros(2, dtype=torch.bool), torch.tensor([5, 5]))
+                batch.logits_to_keep = 5
+                result = trainer._get_per_token_logps_and_entropies_single(model, inputs, batch)
+            else:
+                method = getattr(trainer, "_get_per_token_logps_and_entropies_single", None)
+                method = method or trainer._get_per_token_logps  # 3.5-3.6
+                result = method(model, {**inputs, "logits_to_keep": 5})
+    except RuntimeError:
+        return False
+    return log_probs(result).shape == (2, 5)
+
+
+def _swift_grpo_trainer(reward: Callable[..., list]) -> Any:
+    """ms-swift's own GRPOTrainer, built by `swift rlhf`'s pipeline on the tiny local model with ``reward`` as its
+    one reward (an ORM, as users register them), stopped where training would start."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from matrix.smoke_swift import register_reward, swift_api, swift_argv, write_dataset
+
+    os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    api = swift_api()
+    register_reward(api, reward)
+    folder = Path(_scratch_folder())
+    dataset = write_dataset(folder / "swift_prompts.jsonl")
+    settings = SimpleNamespace(device="cpu", steps=1, seed=0, config_overrides={"beta": 0.0})  # no reference model
+    argv, _ = swift_argv(api, Path(_tiny_model_folder()), dataset, str(folder / "swift"), settings)
+    pipeline = api.pipeline(argv)
+    built: list = []
+    pipeline.train = built.append  # instead of training
+    pipeline.main()
+    return built[0]
+
+
+def _swift_reward_without_kwargs_is_refused_when_the_trainer_is_built() -> bool:
+    # Upstream calls it first at the first generation, with keyword arguments its __call__ does not take.
+    from grpo_compat.testing.smoke import strict_length
+
+    return _refused_before_loading(lambda: _swift_grpo_trainer(strict_length), RewardFunctionError)
+
+
+def _one_swift_reward_for_a_batch_is_refused_at_the_step() -> bool:
+    from grpo_compat.testing.smoke import one_value
+
+    reward = _swift_grpo_trainer(one_value).reward_funcs[0]
+    try:  # ms-swift copies the one value to every completion without a word
+        reward(["x", "y"])
+    except RewardFunctionError:
+        return True
+    return False
+
+
+def _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config() -> bool:
+    # ms-swift 4.x's GRPOConfig skips trl's __post_init__, where trl.deepspeed-agreement checks.
+    def swift_config(**settings: Any) -> Any:
+        from swift.rlhf_trainers.arguments import GRPOConfig
+
+        return GRPOConfig(output_dir=_scratch_folder(), **{**_CONFIG, **settings})
+
+    return _contradicting_deepspeed_accumulation_is_refused_when_the_config_is_built(swift_config)
+
+
 NO_IN_PROCESS_EFFECT = {
     "unsloth.lm-head-guard": "unsloth imports only on a GPU; its guard functions are tested on CPU "
     "(tests/test_lm_head_shape_guard.py)",
@@ -415,22 +648,23 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
     "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
     "trl.grpo-config-settings": _misspelt_setting_is_named_with_the_setting_meant,
+    "swift.grpo-arguments-check": _swift_single_generation_is_refused_with_a_fix,
+    "trl.token-normalisation-scale": _dapo_loss_is_scaled_to_the_accumulation_steps,
+    "swift.refuse-trl-0.20-on-swift-3.5": _swift_3_5_grpo_on_trl_0_20_is_refused,
+    "swift.reward-names-check": _unregistered_swift_reward_is_refused_before_the_models,
+    "swift.arguments-not-taken": _misspelt_swift_argument_is_named_with_the_argument_meant,
+    "trl.peft-input-grads": _peft_inputs_require_grad_under_reentrant_checkpointing,
+    "trl.peft-zero3-reentrant": _peft_under_zero3_gets_reentrant_checkpointing,
+    "swift.logps-alignment": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,
+    "swift.logps-alignment-3x": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,
+    "swift.reward-dry-run": _swift_reward_without_kwargs_is_refused_when_the_trainer_is_built,
+    "swift.reward-count-check": _one_swift_reward_for_a_batch_is_refused_at_the_step,
     **NO_IN_PROCESS_EFFECT,
-    # No probe yet: each is proven by its reproducer in the matrix (matrix/reproducers.py) and its own tests.
-    # tests/test_patches.py keeps this list from growing.
-    "swift.grpo-arguments-check": None,
-    "swift.logps-alignment": None,
-    "swift.logps-alignment-3x": None,
-    "trl.token-normalisation-scale": None,
-    "swift.refuse-trl-0.20-on-swift-3.5": None,
-    "swift.reward-dry-run": None,
-    "swift.reward-count-check": None,
-    "swift.reward-names-check": None,
+    # Not mapped yet (tests/test_patches.py PROBES_TO_WRITE): its probe is
+    # _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config, shown by hand (swift-4.6 with the
+    # trl-1.16 env's DeepSpeed 0.19.8 on its path), but no CPU cell holds ms-swift 4 with DeepSpeed for an effects run
+    # to show it in (nor for its reproducer deepspeed-accumulation-contradiction-swift4): map it with such a cell.
     "swift.deepspeed-agreement": None,
-    # Proven in the swift-4.6 cell by the reproducer swift-renamed-argument-cli; its in-process probe is to write.
-    "swift.arguments-not-taken": None,
-    "trl.peft-input-grads": None,
-    "trl.peft-zero3-reentrant": None,
 }
 
 

@@ -26,18 +26,7 @@ PATCHES = registered_patches()
 # Patches whose effect probe is still to be written (issue 28): proven by their reproducers in the matrix and
 # by their own tests meanwhile. This list may only shrink: a new patch comes with its probe.
 PROBES_TO_WRITE = {
-    "trl.token-normalisation-scale",
-    "trl.peft-input-grads",
-    "trl.peft-zero3-reentrant",
-    "swift.grpo-arguments-check",
-    "swift.logps-alignment",
-    "swift.logps-alignment-3x",
-    "swift.refuse-trl-0.20-on-swift-3.5",
-    "swift.reward-dry-run",
-    "swift.reward-count-check",
-    "swift.reward-names-check",
     "swift.deepspeed-agreement",
-    "swift.arguments-not-taken",
 }
 
 

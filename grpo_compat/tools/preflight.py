@@ -63,7 +63,7 @@ def parse_swift_arguments(argv: list[str]) -> dict[str, object]:
         elif key is None:
             raise InputError(f"unexpected {token!r}: swift arguments look like --name value")
         else:
-            value: object = int(token) if token.lstrip("-").isdigit() else token
+            value: object = int(token) if token.lstrip("-").isdecimal() else token
             parsed[key] = (
                 value
                 if parsed[key] is True
