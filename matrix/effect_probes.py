@@ -648,7 +648,6 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
     "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
     "trl.grpo-config-settings": _misspelt_setting_is_named_with_the_setting_meant,
-    "swift.grpo-arguments-check": _swift_single_generation_is_refused_with_a_fix,
     "trl.token-normalisation-scale": _dapo_loss_is_scaled_to_the_accumulation_steps,
     "swift.refuse-trl-0.20-on-swift-3.5": _swift_3_5_grpo_on_trl_0_20_is_refused,
     "swift.reward-names-check": _unregistered_swift_reward_is_refused_before_the_models,
@@ -665,6 +664,10 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     # trl-1.16 env's DeepSpeed 0.19.8 on its path), but no CPU cell holds ms-swift 4 with DeepSpeed for an effects run
     # to show it in (nor for its reproducer deepspeed-accumulation-contradiction-swift4): map it with such a cell.
     "swift.deepspeed-agreement": None,
+    # Not mapped yet: _swift_single_generation_is_refused_with_a_fix shows it on ms-swift 4 (swift-4.6), but on
+    # 3.5-3.12 the patch acts on nothing (its 3.x rule, sequence parallel, is for < 3.5; trl.grpo-config-check does
+    # the batch rules there), so the swift-3.5 and swift-3.12 effects runs would fail: narrow its window first.
+    "swift.grpo-arguments-check": None,
 }
 
 
