@@ -189,7 +189,7 @@ def user_config(args: Any) -> UserConfig | None:
     else:
         config = {MICRO: "auto", TOTAL: "auto", ACCUMULATION: "auto"}
         source = "accelerate's DeepSpeed settings"
-    if config.get(ACCUMULATION) == "auto" and launcher_steps.isdigit():  # accelerate fills "auto" from it
+    if config.get(ACCUMULATION) == "auto" and launcher_steps.isdecimal():  # accelerate fills "auto" from it
         config[ACCUMULATION] = int(launcher_steps)
         source += f" with ACCELERATE_GRADIENT_ACCUMULATION_STEPS={launcher_steps}"
         return UserConfig(config, source, int(launcher_steps))

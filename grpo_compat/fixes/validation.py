@@ -378,7 +378,7 @@ def settings_from(source: object, **overrides: Value) -> GRPOSettings:
 def launched_world_size() -> int:
     """Processes of this launch as torchrun / accelerate / deepspeed announce them; 1 for plain python."""
     value = os.environ.get("WORLD_SIZE", "1")
-    return int(value) if value.isdigit() and int(value) > 0 else 1
+    return int(value) if value.isdecimal() and int(value) > 0 else 1
 
 
 def eval_is_enabled(strategy: object) -> bool:

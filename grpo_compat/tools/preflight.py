@@ -150,7 +150,7 @@ def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: in
     if nproc_per_node:
         return nproc_per_node * nnodes
     env = os.environ.get("WORLD_SIZE") or os.environ.get("NPROC_PER_NODE")
-    return int(env) if env and env.isdigit() else 1
+    return int(env) if env and env.isdecimal() else 1
 
 
 # The newest trl each ms-swift 3.x release series declares (its METADATA's trl upper bound, read for
