@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from grpo_compat.settings.installed import refused_names
+from grpo_compat.settings.installed import refused_names, swift_argument_names
 from tests.test_check_cli import check
 
 
@@ -63,6 +63,15 @@ def test_swift_arguments_renamed_or_misspelt_are_named():
     # (--num_generation is an argparse prefix of --num_generations, which swift's parser takes: not refused)
     typo = check("--swift", "--swift-version", "4.6.0", "--", "--num_generatoins", "4")
     assert typo.returncode == 1 and "did you mean `num_generations`" in typo.stdout
+
+
+def test_swift_arguments_are_checked_only_where_swift_parse_args_reads_them_from_the_command_line():
+    # grpo-compat run's check before launching and the launched patch share this: neither refuses what swift ignores.
+    tokens = ["--num_generation", "4", "--model=m", "--", "x"]
+    assert swift_argument_names(tokens, {}) == ["num_generation", "model"]
+    assert swift_argument_names(tokens, {"RAY_SWIFT_ARGS": '["--model", "m"]'}) == []
+    assert swift_argument_names(["args.json", "--num_generation", "4"], {}) == []
+    assert swift_argument_names([*tokens, "--ignore-args-error", "true"], {}) == []
 
 
 def test_every_setting_the_installed_trl_takes_passes():

@@ -182,7 +182,8 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
 # The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
 _REFUSED_SETTING = (
     (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
-    (re.compile(r"\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
+    # \b: a leading \w* alone is retried from every character of a long line (quadratic).
+    (re.compile(r"\b\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
     (re.compile(r"(?:unrecognized arguments|Unknown arguments(?: from config file)?): ([^\n]*)"), "trl", "config"),
     (re.compile(r"remaining_argv: (\[[^\n]*)"), "ms-swift", "cli"),
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -88,6 +89,15 @@ def cli_accepts(name: str, valid: set[str]) -> bool:
     if name in valid or (name.startswith("no_") and name[3:] in valid):
         return True
     return len(name) > 2 and any(v.startswith(name) for v in valid)
+
+
+def swift_argument_names(tokens: list[str], environ: Mapping[str, str]) -> list[str]:
+    """The argument names of ``swift rlhf`` tokens that ms-swift's parse_args leaves unparsed unless it takes them;
+    none where it reads its arguments elsewhere (RAY_SWIFT_ARGS, a json file) or ignores unknown ones."""
+    names = [t[2:].split("=", 1)[0].replace("-", "_") for t in tokens if t.startswith("--") and len(t) > 2]
+    if environ.get("RAY_SWIFT_ARGS") or (tokens and str(tokens[0]).endswith(".json")) or "ignore_args_error" in names:
+        return []
+    return names
 
 
 def refused_names(keys: list[str], package: str, version: str, context: str) -> list:

@@ -55,7 +55,7 @@ def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[
     from pathlib import Path
 
     from grpo_compat.core.versions import installed_version
-    from grpo_compat.settings.installed import refused_names
+    from grpo_compat.settings.installed import refused_names, swift_argument_names
     from grpo_compat.tools import preflight
 
     if trl_arguments is not None and installed_version("trl") and active("trl.grpo-config-settings"):
@@ -64,9 +64,7 @@ def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[
             keys += list(preflight.load_config_file(Path(trl_arguments[trl_arguments.index("--config") + 1])))
         return [p.message for p in refused_names(keys, "trl", installed_version("trl"), "config")]
     if swift_arguments is not None and installed_version("ms-swift") and active("swift.arguments-not-taken"):
-        names = [a[2:].split("=", 1)[0].replace("-", "_") for a in swift_arguments if a.startswith("--")]
-        if "ignore_args_error" in names:
-            return []
+        names = swift_argument_names(swift_arguments, os.environ)  # what the launched patch will check
         return [p.message for p in refused_names(names, "ms-swift", installed_version("ms-swift"), "cli")]
     return []
 

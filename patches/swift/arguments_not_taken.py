@@ -22,22 +22,11 @@ from typing import Any
 from grpo_compat.core.registry import patch_each
 
 
-def _argument_names(tokens: list[str]) -> list[str]:
-    return [t[2:].split("=", 1)[0].replace("-", "_") for t in tokens if t.startswith("--") and len(t) > 2]
-
-
 def refuse_arguments_not_taken(wrapped: Any, class_type: Any, argv: Any = None, *args: Any, **kwargs: Any) -> Any:
-    tokens = list(sys.argv[1:] if argv is None else argv)
-    names = _argument_names(tokens)
-    checked = (
-        getattr(class_type, "__name__", "") == "RLHFArguments"
-        and not os.environ.get("RAY_SWIFT_ARGS")
-        and not (tokens and str(tokens[0]).endswith(".json"))
-        and "ignore_args_error" not in names
-    )
-    if checked:
-        from grpo_compat.settings.installed import cli_accepts
+    if getattr(class_type, "__name__", "") == "RLHFArguments":
+        from grpo_compat.settings.installed import cli_accepts, swift_argument_names
 
+        names = swift_argument_names(list(sys.argv[1:] if argv is None else argv), os.environ)
         fields = getattr(class_type, "__dataclass_fields__", {})
         valid = {name for name, field in fields.items() if field.init}
         unknown = [name for name in names if not cli_accepts(name, valid)]
