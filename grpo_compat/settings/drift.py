@@ -121,10 +121,6 @@ def problems(names: list[str], package: str, version: str, valid: set[str]) -> l
     return found
 
 
-def describe(found: list[SettingProblem]) -> str:
-    return "\n".join(problem.message for problem in found)
-
-
 def refuse(where: str, package: str, names: list[str], valid: set[str]) -> None:
     """Raise SettingNotTakenError for the names the installed release does not take (the patches' refusal)."""
     from grpo_compat.core.errors import SettingNotTakenError
@@ -135,11 +131,16 @@ def refuse(where: str, package: str, names: list[str], valid: set[str]) -> None:
     raise SettingNotTakenError(f"{where} on {package} {version}: " + " ".join(p.message for p in found))
 
 
+def init_fields(dataclass_type: type) -> set[str]:
+    """The keywords a dataclass's ``__init__`` takes: its own fields and the inherited ones."""
+    fields = getattr(dataclass_type, "__dataclass_fields__", {})
+    return {name for name, field in fields.items() if field.init}
+
+
 def refuse_keywords(where: str, package: str, dataclass_type: type, keywords: dict) -> None:
     """Refuse, as :func:`refuse` does, the keywords a dataclass's ``__init__`` would reject with a bare TypeError;
-    every keyword it takes (its own fields and the inherited ones) passes."""
-    fields = getattr(dataclass_type, "__dataclass_fields__", {})
-    taken = {name for name, field in fields.items() if field.init}
+    every keyword it takes passes."""
+    taken = init_fields(dataclass_type)
     unknown = [name for name in keywords if name not in taken]
     if unknown and taken:
         refuse(where, package, unknown, taken)

@@ -24,15 +24,13 @@ from grpo_compat.core.registry import patch_each
 
 def refuse_arguments_not_taken(wrapped: Any, class_type: Any, argv: Any = None, *args: Any, **kwargs: Any) -> Any:
     if getattr(class_type, "__name__", "") == "RLHFArguments":
+        from grpo_compat.settings import drift
         from grpo_compat.settings.installed import cli_accepts, swift_argument_names
 
         names = swift_argument_names(list(sys.argv[1:] if argv is None else argv), os.environ)
-        fields = getattr(class_type, "__dataclass_fields__", {})
-        valid = {name for name, field in fields.items() if field.init}
+        valid = drift.init_fields(class_type)
         unknown = [name for name in names if not cli_accepts(name, valid)]
         if unknown and valid:
-            from grpo_compat.settings import drift
-
             drift.refuse("swift rlhf", "ms-swift", unknown, valid)
     return wrapped(class_type, argv, *args, **kwargs)
 
