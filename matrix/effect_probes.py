@@ -630,7 +630,7 @@ NO_IN_PROCESS_EFFECT = {
     "needs a launched ZeRO run: reproducer deepspeed-ga-double-scaling (ZeRO-2 vs DDP grad_norm)",
 }
 
-PROBES: dict[str, Callable[[], bool] | str | None] = {
+PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.learning-watchdog": _grpo_training_gets_the_learning_watchdog,
     "trl.grpo-config-check": _single_generation_is_rejected_by_grpo_compat,
     "trl.grpo-trainer-check": _trainer_refuses_a_bad_config_before_loading,
@@ -662,15 +662,10 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "swift.reward-dry-run": _swift_reward_without_kwargs_is_refused_when_the_trainer_is_built,
     "swift.reward-count-check": _one_swift_reward_for_a_batch_is_refused_at_the_step,
     **NO_IN_PROCESS_EFFECT,
-    # Not mapped yet (tests/test_patches.py PROBES_TO_WRITE): its probe is
-    # _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config, shown by hand (swift-4.6 with the
-    # trl-1.16 env's DeepSpeed 0.19.8 on its path), but no CPU cell holds ms-swift 4 with DeepSpeed for an effects run
-    # to show it in (nor for its reproducer deepspeed-accumulation-contradiction-swift4): map it with such a cell.
-    "swift.deepspeed-agreement": None,
-    # Not mapped yet: _swift_single_generation_is_refused_with_a_fix shows it on ms-swift 4 (swift-4.6), but on
-    # 3.5-3.12 the patch acts on nothing (its 3.x rule, sequence parallel, is for < 3.5; trl.grpo-config-check does
-    # the batch rules there), so the swift-3.5 and swift-3.12 effects runs would fail: narrow its window first.
-    "swift.grpo-arguments-check": None,
+    # Shown in the swift-4.6-deepspeed cell: ms-swift 4 with DeepSpeed.
+    "swift.deepspeed-agreement": _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config,
+    # Its 3.0-3.4 rule (sequence parallel) has no cell; ms-swift 4 shows the batch rules.
+    "swift.grpo-arguments-check": _swift_single_generation_is_refused_with_a_fix,
 }
 
 

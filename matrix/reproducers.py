@@ -73,15 +73,24 @@ REPRODUCERS = (
         upstream=r"probability tensor contains either `inf`, `nan`",
         patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
     ),
+    # ms-swift 3.x builds trl's GRPOConfig, whose check refuses it; 4.x skips that check, and the swift patch does.
     Reproducer(
         id="single-generation-swift",
+        patch="trl.grpo-config-check",
+        script="swift",
+        requires=("ms-swift>=3.1.1,<4", "trl>=0.14"),
+        settings=("num_generations=1",),
+        upstream=r"requires at least 2 generations",
+        patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
+    ),
+    Reproducer(
+        id="single-generation-swift4",
         patch="swift.grpo-arguments-check",
         failure="batch-rules-misleading",
         script="swift",
-        requires=("ms-swift>=3.1.1",),
+        requires=("ms-swift>=4.0",),
         settings=("num_generations=1",),
-        # 3.x: trl's GRPOConfig check; 4.x: swift's own "num_generations must be greater than 1".
-        upstream=r"requires at least 2 generations|num_generations must be greater than 1",
+        upstream=r"num_generations must be greater than 1",
         patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
     ),
     Reproducer(
@@ -95,10 +104,19 @@ REPRODUCERS = (
     ),
     Reproducer(
         id="impossible-batch-swift",
-        patch="swift.grpo-arguments-check",  # on ms-swift 3.x, trl.grpo-config-check does it
+        patch="trl.grpo-config-check",
+        script="swift",
+        requires=("ms-swift>=3.1.1,<4", "trl>=0.14"),
+        settings=("num_generations=3", "per_device_train_batch_size=4"),
+        upstream=r"divisible by (the number of generations per prompt|num_generations) \(3\)",
+        patched=r"GRPOSettingsError: every prompt's 3 completions.*Set per_device_train_batch_size=6",
+    ),
+    Reproducer(
+        id="impossible-batch-swift4",
+        patch="swift.grpo-arguments-check",
         failure="batch-rules-misleading",
         script="swift",
-        requires=("ms-swift>=3.1.1",),
+        requires=("ms-swift>=4.0",),
         settings=("num_generations=3", "per_device_train_batch_size=4"),
         upstream=r"divisible by (the number of generations per prompt|num_generations) \(3\)",
         patched=r"GRPOSettingsError: every prompt's 3 completions.*Set per_device_train_batch_size=6",
@@ -302,12 +320,12 @@ REPRODUCERS = (
         id="deepspeed-accumulation-contradiction-swift4",
         patch="swift.deepspeed-agreement",
         script="swift",
-        # No ms-swift 4 cell carries deepspeed yet: planned nowhere. By hand (swift 4.6 + DeepSpeed 0.19.8, 2 CPU
-        # processes) the patched run is refused while swift parses its arguments, before any model loads; the
-        # plain run cannot reach the refusal on CPU (swift 4.6 + DeepSpeed fail there for other reasons).
+        # swift-4.6-deepspeed, 2 CPU processes: plain, transformers refuses the config after the model loaded;
+        # patched, it is refused while swift parses its arguments, before any model loads.
         requires=("ms-swift>=4.0", "deepspeed>=0.14"),
         settings=(  # --deepspeed takes a JSON string in swift
             *FIELD_SHAPE,
+            "fp16=false",  # swift 4 turns fp16 on with DeepSpeed, which refuses it on CPU before the batch check
             'deepspeed="{\\"zero_optimization\\": {\\"stage\\": 2}, \\"gradient_accumulation_steps\\": 4, '
             '\\"train_micro_batch_size_per_gpu\\": \\"auto\\", \\"train_batch_size\\": \\"auto\\"}"',
         ),
@@ -572,7 +590,12 @@ REPRODUCERS += (
 _BY_ID = {reproducer.id: reproducer for reproducer in REPRODUCERS}
 REPRODUCERS += tuple(
     replace(_BY_ID[source], id=f"{source}-cli", script="swift-cli", patched=_BY_ID[source].patched + ".*phase: config")
-    for source in ("single-generation-swift", "impossible-batch-swift")
+    for source in (
+        "single-generation-swift",
+        "single-generation-swift4",
+        "impossible-batch-swift",
+        "impossible-batch-swift4",
+    )
 )
 
 # trl 0.22.0-0.27.0 divide the loss by current_gradient_accumulation_steps, which transformers sets only inside

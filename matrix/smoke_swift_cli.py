@@ -178,6 +178,18 @@ def saved_weights_change(model_dir: Path, output_dir: Path) -> dict[str, Any]:
     }
 
 
+# ms-swift leaves its gloo process group for the interpreter's exit to tear down; a rank whose gloo thread still
+# holds work then may abort (pytorch PR #179291), now and then, after main() has returned and the checkpoint is
+# saved. Seen once in 2-rank CI runs under load, never in 16 runs alone; plain runs are as exposed as patched.
+EXIT_ABORT = "terminate called without an active exception"
+
+
+def aborted_after_training(args: argparse.Namespace, output: str, ended: dict[str, dict]) -> bool:
+    """The only failure is that exit abort, after every rank ended training and swift's main() ended."""
+    finished = output.rfind("End time of running main")
+    return len(ended) == args.nproc and finished != -1 and EXIT_ABORT in output[finished:] and not error_of(output)
+
+
 def problems_of_a_run_that_trained(args: argparse.Namespace, output: str, folder: Path) -> list[str]:
     """What the plugin promises (or plain mode must not show), one sentence per broken promise."""
     begun, ended = probes(folder, "train_begin"), probes(folder, "train_end")
@@ -235,8 +247,10 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     rank_zero = begun.get("0", {}).get("grpo_compat", {})
     if rank_zero.get("report"):
         result["grpo_compat"] = rank_zero["report"]  # the report of the swift process, not of this launcher
-    if completed.returncode != 0:
+    if completed.returncode != 0 and not aborted_after_training(args, output, ended):
         raise SwiftFailed(error_of(output) or f"swift exited with {completed.returncode}:\n{output[-3000:]}")
+    if completed.returncode != 0:
+        result["aborted_at_exit"] = f"swift exited with {completed.returncode}: {EXIT_ABORT} after every rank trained"
     logs = ended.get("0", {}).get("log_history", [])
     result.update(
         steps=ended.get("0", {}).get("global_step"),

@@ -23,22 +23,11 @@ from tests.helpers import REPO, run_python
 PATCHES = registered_patches()
 
 
-# Patches whose effect probe is still to be written (issue 28): proven by their reproducers in the matrix and
-# by their own tests meanwhile. This list may only shrink: a new patch comes with its probe.
-PROBES_TO_WRITE = {
-    "swift.deepspeed-agreement",
-    "swift.grpo-arguments-check",
-}
-
-
 def _probe_or_skip(patch):
     probe = EFFECT_PROBES[patch.id]
     if isinstance(probe, str):
         pytest.skip(f"no in-process effect: {probe}")
     outside = window_problem(patch.requires)
-    if probe is None:
-        assert outside is not None, f"{patch.id}: its upstream is installed in its window here, add a probe"
-        pytest.xfail(f"{patch.id}: no effect probe yet (PROBES_TO_WRITE)")
     if outside is not None:
         pytest.skip(f"{outside[1]} in this env; the effects run of the cells in its window shows it (matrix/runs.py)")
     return probe
@@ -49,12 +38,8 @@ def test_every_patch_has_an_effect_probe_or_one_line_saying_why_none_can_exist(p
     probe = EFFECT_PROBES.get(patch.id)
     if isinstance(probe, str):
         assert probe.strip() and "\n" not in probe, f"{patch.id}: say in one line why no in-process effect exists"
-    elif probe is None:
-        assert patch.id in PROBES_TO_WRITE, f"{patch.id}: add an effect probe to matrix/effect_probes.py"
-        pytest.xfail(f"{patch.id}: no effect probe yet (PROBES_TO_WRITE)")
     else:
-        assert patch.id not in PROBES_TO_WRITE, f"{patch.id} has a probe now: take it off PROBES_TO_WRITE"
-        assert callable(probe)
+        assert callable(probe), f"{patch.id}: add an effect probe to matrix/effect_probes.py"
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -152,6 +153,29 @@ def test_the_error_of_a_swift_run_is_the_first_exception_a_rank_raised():
     )
     assert error_of(output) == "GRPOSettingsError: the eval batch is wrong.\nSet per_device_eval_batch_size=4."
     assert error_of("[INFO:swift] all fine\n") is None
+
+
+# The tail of a 2-rank CI run (swift-4.6, 2026-11-25): both ranks trained and saved, then rank 1 aborted at exit.
+ABORTED_AT_EXIT = """
+Train: 100%|##########| 3/3 [00:00<00:00,  4.76it/s]
+[INFO:swift] last_model_checkpoint: /tmp/smoke_swift_cli__d8g6kw8/out/checkpoint-3
+[INFO:swift] End time of running main: 2026-11-25 01:13:04.429933
+terminate called without an active exception
+W1125 01:13:04.575000 9918 multiprocessing/api.py:1028] Sending process 9923 closing signal SIGTERM
+E1125 01:13:04.640000 9918 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) local_rank: 1
+"""
+
+
+def test_only_an_exit_abort_after_every_rank_trained_counts_as_trained():
+    from matrix.smoke_swift_cli import aborted_after_training
+
+    two_ranks, both_ended = SimpleNamespace(nproc=2), {"0": {}, "1": {}}
+    assert aborted_after_training(two_ranks, ABORTED_AT_EXIT, both_ended)
+    assert not aborted_after_training(two_ranks, ABORTED_AT_EXIT, {"0": {}})  # a rank never ended training
+    before_main_ended = ABORTED_AT_EXIT.replace("[INFO:swift] End time of running main", "[INFO:swift] Saved")
+    assert not aborted_after_training(two_ranks, before_main_ended, both_ended)
+    a_rank_raised = ABORTED_AT_EXIT + "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: boom\n"
+    assert not aborted_after_training(two_ranks, a_rank_raised, both_ended)
 
 
 # -- the command line, for real ---------------------------------------------------------------------

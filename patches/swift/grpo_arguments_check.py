@@ -7,8 +7,9 @@ Symptom:   `swift rlhf --rlhf_type grpo --num_generations 1` fails with "num_gen
            GRPO with --sequence_parallel_size > 1 on ms-swift < 3.5 (no Ulysses GRPO yet) fails in the
            log-prob gather (KF-1) or with "RLHF do not support sequence parallel" (3.2.2-3.4.0).
 Upstream:  KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel).
-Versions:  ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.x: only sequence_parallel_size, which trl's
+Versions:  ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.0-3.4: only sequence_parallel_size, which trl's
            GRPOConfig never sees (3.x build it for the batch rules, checked by trl.grpo-config-check).
+           ms-swift 3.5-3.12 have Ulysses GRPO and build GRPOConfig: nothing is left to check there.
 Remove when: ms-swift's own messages explain the rule and name a setting that works.
 """
 
@@ -22,7 +23,8 @@ from grpo_compat.core.registry import patch
 @patch(
     id="swift.grpo-arguments-check",
     catalogue=("swift-sequence-parallel-before-3.5", "batch-rules-misleading"),
-    requires="ms-swift>=3.0",
+    # Two windows, 3.0-3.4 and >= 4.0, as one: a window is one requirement per library.
+    requires="ms-swift>=3.0,!=3.5.*,!=3.6.*,!=3.7.*,!=3.8.*,!=3.9.*,!=3.10.*,!=3.11.*,!=3.12.*",
     targets=[
         "swift.arguments.rlhf_args:RLHFArguments.__post_init__?",  # 4.x
         "swift.llm.argument.rlhf_args:RLHFArguments.__post_init__?",  # 3.x
