@@ -442,6 +442,7 @@ REPRODUCERS += (
     Reproducer(
         id="reward-without-kwargs",
         patch="trl.reward-dry-run",
+        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=0.14",),
         settings=(),
@@ -468,6 +469,7 @@ REPRODUCERS += (
     Reproducer(
         id="reward-one-value-checked",
         patch="trl.reward-dry-run",
+        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=1.10",),
         settings=(),
@@ -721,5 +723,44 @@ REPRODUCERS += (
         upstream=r"RLHFArguments.__init__\(\) got an unexpected keyword argument 'num_generation'",
         patched=r"SettingNotTakenError: RLHFArguments on ms-swift [\d.]+: `num_generation` is not a setting of "
         r"ms-swift [\d.]+: did you mean `num_generations`\?",
+    ),
+)
+# trl's environments and tools (issue 30 row 4): what is wrong with them surfaces at the first batch, after the model
+# loaded ("phase: train"); patched, they are refused when GRPOTrainer is built, before it loads.
+REPRODUCERS += (
+    Reproducer(
+        id="environment-name-unknown",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        requires=("trl>=1.8", "transformers>=5.2"),  # a dict of named environments from trl 1.8
+        settings=(),
+        flags=("--multi-turn", "unknown-environment"),
+        upstream=r"Example has `environment='counters'`, which is not among the environments passed to "
+        r"`environment_factory`.*phase: train",
+        patched=r"GRPOSettingsError: 16 example\(s\) of the dataset name an environment environment_factory lacks: "
+        r"'counters' \(did you mean 'counter'\?\)",
+    ),
+    Reproducer(
+        id="environment-column-removed",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        requires=("trl>=1.8", "transformers>=5.2"),
+        settings=("remove_unused_columns=true",),
+        flags=("--multi-turn", "environments"),
+        upstream=r"Example has `environment=None`, which is not among the environments.*phase: train",
+        patched=r"GRPOSettingsError: remove_unused_columns=True removes the dataset's 'environment' column",
+    ),
+    Reproducer(
+        id="tool-without-docstring",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        requires=("trl>=1.3", "transformers>=5.2"),  # as the `tools` smoke kind (matrix/runs.py MULTI_TURN_KINDS)
+        settings=(),
+        flags=("--multi-turn", "undocumented-tool"),
+        upstream=r"Cannot generate JSON schema for add_undocumented because it has no docstring.*phase: train",
+        patched=r"GRPOSettingsError: tool 'add_undocumented': transformers cannot describe it to the model",
     ),
 )
