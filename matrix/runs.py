@@ -23,7 +23,7 @@ from grpo_compat.matrix import launchers
 from grpo_compat.matrix.project import NamedRun
 from grpo_compat.testing.smoke import free_port
 from matrix import effect_probes, harm_sweep, upstream_suite
-from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
+from matrix.reproducers import CHECKS, FIELD_SHAPE, MULTI_TURN, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
 
@@ -57,13 +57,8 @@ SMOKE_KINDS = (
     *("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "vllm", "vllm-ddp"),
     *("swift", "swift-cli", "swift-cli-2proc", "tools", "environments"),
 )
-# The multi-turn smoke kinds (smoke_grpo.py --multi-turn CASE) and the versions that have what they use: trl's
-# environment_factory (0.29, a dict of named environments from 1.8), which needs transformers >= 5.2, and trl's
-# Qwen2.5 chat template, which renders the tools (shipped in 1.3.0 to 1.16.0; 1.0.0 lacks it, 1.1-1.2 not read).
-MULTI_TURN_KINDS = {
-    "tools": ("trl>=1.3", "transformers>=5.2"),
-    "environments": ("trl>=1.8", "transformers>=5.2"),
-}
+# The multi-turn smoke kinds (smoke_grpo.py --multi-turn CASE) and their versions (see MULTI_TURN).
+MULTI_TURN_KINDS = ("tools", "environments")
 # A reproducer of the vLLM path passes this flag to its smoke script: it runs in the cells with vLLM, the others not.
 VLLM_FLAG = "--vllm"
 # trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
@@ -199,8 +194,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
     else:
         runs += _pair("single", "grpo")
-        for kind, requires in MULTI_TURN_KINDS.items():
-            if window_problem(requires, versions) is None:
+        if window_problem(MULTI_TURN, versions) is None:
+            for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only
             runs += _pair("ddp", "grpo", "ddp")

@@ -2,7 +2,8 @@
 
 trl's GRPOTrainer takes ``tools`` (0.28 and 1.16 read: rendered with transformers' get_json_schema, called as
 ``tool(**arguments)``) and, from 0.29, ``environment_factory``. What is wrong with them surfaces after the model
-loaded: an environment without ``reset`` in GRPOTrainer.__init__; an `environment` name the dict lacks, or
+loaded: jmespath missing where trl needs it to parse tool calls, and an environment without ``reset``, in
+GRPOTrainer.__init__; an `environment` name the dict lacks, or
 the `environment` column that ``remove_unused_columns=True`` removed, at the first batch ("not among the
 environments passed to `environment_factory`"; a KeyError in the pull requests that added the dict, trl #6001 /
 #6002); a tool without a docstring or type hints when its schema is first rendered into a prompt; and a tool trl
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,13 @@ def factories_of(environment_factory: Any) -> dict[Any, Any]:
 def check(environment_factory: Any, tools: Any, dataset: Any, config: Any) -> dict[Any, Any]:
     """Refuse what trl would fail on later; the environments built, one per name ({} when none was built)."""
     factories = factories_of(environment_factory)
+    if (tools or factories) and jmespath_missing():
+        raise GRPOSettingsError(
+            "tools and environments need the jmespath package to parse the model's tool calls on this trl (< 1.10) "
+            "or transformers (< 5.13), and it is not installed: trl raises ImportError when GRPOTrainer is built, "
+            'after the model loaded. Fix: pip install jmespath (or pip install "trl>=1.10" "transformers>=5.13"). '
+            + SUFFIX
+        )
     if isinstance(environment_factory, dict):
         check_routing(factories, dataset, config)
     for tool in list(tools or []):
@@ -52,6 +61,18 @@ def check(environment_factory: Any, tools: Any, dataset: Any, config: Any) -> di
             name: build(name, factory, columns, isinstance(environment_factory, dict))
             for name, factory in factories.items()
         }
+
+
+def jmespath_missing() -> bool:
+    """Whether the imported trl GRPO trainer module would refuse tools for want of jmespath, by its own condition.
+
+    trl 0.28-1.9 need jmespath for any tool; 1.10+ only on transformers < 5.13 (`_SUPPORTS_RESPONSE_TEMPLATE`).
+    """
+    module = sys.modules.get("trl.trainer.grpo_trainer")
+    if module is None or getattr(module, "_SUPPORTS_RESPONSE_TEMPLATE", False):
+        return False
+    available = getattr(module, "is_jmespath_available", None)
+    return available is not None and not available()
 
 
 def check_routing(factories: dict[Any, Any], dataset: Any, config: Any) -> None:
