@@ -96,6 +96,20 @@ class StrictReset(multi_turn.CounterEnvironment):
         return None
 
 
+class PromptOnlyReset(multi_turn.CounterEnvironment):
+    def reset(self, prompt: list) -> None:
+        return None
+
+
+def test_reset_is_checked_against_the_columns_trl_passes_it():
+    data = dataset(prompt=["a", "b"], answer=["1", "2"])
+    with pytest.raises(GRPOSettingsError, match=r"PromptOnlyReset.reset cannot take prompt, answer"):
+        environments.check(PromptOnlyReset, [], data, Config())
+    removing = Config()
+    removing.remove_unused_columns = True  # trl passes only the prompt: this reset takes it
+    assert environments.check(PromptOnlyReset, [], data, removing).keys() == {None}
+
+
 class ScoredWithArguments(multi_turn.CounterEnvironment):
     def get_reward(self, completion: str) -> float:  # trl calls get_reward()
         return 0.0

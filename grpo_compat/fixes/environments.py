@@ -28,6 +28,8 @@ from grpo_compat.core.errors import GRPOSettingsError
 from grpo_compat.fixes.rewards import CHECK_ENV, check_enabled, random_state_kept
 
 ENVIRONMENT_COLUMN = "environment"  # the column a dict environment_factory routes each example by
+# The columns remove_unused_columns=True keeps (GRPOTrainer._set_signature_columns_if_needed, trl 1.8 and 1.16)
+KEPT_COLUMNS = ("prompt", "image", "images")
 NOT_TOOLS = ("reset", "get_reward")  # an environment's methods trl does not expose as tools
 SUFFIX = "Refused before the model loads (grpo_compat)."
 
@@ -56,6 +58,8 @@ def check(environment_factory: Any, tools: Any, dataset: Any, config: Any) -> di
     if not factories or not check_enabled():
         return {}
     columns = column_names(dataset)
+    if columns is not None and getattr(config, "remove_unused_columns", False):
+        columns = [c for c in columns if c in KEPT_COLUMNS]  # what trl's dataloader leaves of each example
     with random_state_kept():  # a factory that draws random numbers must not shift the run's sampling
         return {
             name: build(name, factory, columns, isinstance(environment_factory, dict))
