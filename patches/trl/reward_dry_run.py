@@ -12,7 +12,9 @@ Symptom:   a reward function's contract mistake surfaces only after the model lo
            remove_unused_columns=True removed ("Example has `environment=...`, which is not among the
            environments passed to `environment_factory`" at the batch holding it), an environment
            without reset, a tool without docstring or type hints (DocstringParsingException at the
-           first batch), a tool trl cannot call by keyword (every call fails, silently).
+           first batch), a tool trl cannot call by keyword (every call fails, silently), no jmespath
+           where trl needs it for tools (ImportError after the model loaded: trl 0.28-1.9, and later
+           trl on transformers < 5.13).
 Upstream:  census rows 26, 27 (trl #6533, #4939; unsloth #2907); trl 1.10 checks the count itself. Issue 30
            row 4 (trl #5986, #6001, #6002).
 Versions:  every trl >= 0.14: the keyword arguments differ by version (completion_ids from 0.18,
@@ -21,8 +23,11 @@ Versions:  every trl >= 0.14: the keyword arguments differ by version (completio
            from 1.8): an environment run's reward functions get `environments` (the environments built
            here, one per name, not reset). Before, the dry run left `environments` out, so a reward
            reading it was refused on runs trl trains (trl 1.16, the matrix's `tools` smoke kind).
-           Streaming datasets are not dry-run. GRPO_COMPAT_REWARD_CHECK=0 turns off what runs user code
-           (reward functions, environment factories): judges, remote calls, side effects.
+           Streaming datasets are not dry-run (nor their environment names read). Cost of the
+           environment and tool checks with the reward dry run, in-process on trl 1.16 (median of 20,
+           the smoke cases' 16-row datasets): 1.0 ms (a tool and one environment), 1.3 ms (two named
+           environments). GRPO_COMPAT_REWARD_CHECK=0 turns off what runs user code (reward functions,
+           environment factories): judges, remote calls, side effects.
 Remove when: never by version: it checks the user's functions against the installed trl.
 """
 
