@@ -200,7 +200,7 @@ PATCHES = ({'id': 'swift.arguments-not-taken',
   'summary': 'Refuse a reward function that returns the wrong number of rewards during training, where trl does not.'},
  {'id': 'trl.reward-dry-run',
   'module': 'grpo_compat.patches.trl.reward_dry_run',
-  'catalogue': ('reward-function-contract',),
+  'catalogue': ('reward-function-contract', 'environment-or-tool-unusable'),
   'requires': ('trl>=0.14',),
   'targets': ('trl.trainer.grpo_trainer:GRPOTrainer.__init__',),
   'summary': 'Call every Python reward function once, as trl would, when GRPOTrainer is built: before any model '

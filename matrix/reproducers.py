@@ -460,6 +460,7 @@ REPRODUCERS += (
     Reproducer(
         id="reward-without-kwargs",
         patch="trl.reward-dry-run",
+        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=0.14",),
         settings=(),
@@ -486,6 +487,7 @@ REPRODUCERS += (
     Reproducer(
         id="reward-one-value-checked",
         patch="trl.reward-dry-run",
+        failure="reward-function-contract",
         script="grpo",
         requires=("trl>=1.10",),
         settings=(),
@@ -744,5 +746,60 @@ REPRODUCERS += (
         upstream=r"RLHFArguments.__init__\(\) got an unexpected keyword argument 'num_generation'",
         patched=r"SettingNotTakenError: RLHFArguments on ms-swift [\d.]+: `num_generation` is not a setting of "
         r"ms-swift [\d.]+: did you mean `num_generations`\?",
+    ),
+)
+# trl's environments and tools (issue 30 row 4): what is wrong with them surfaces at the first batch, after the model
+# loaded ("phase: train"); patched, they are refused when GRPOTrainer is built, before it loads. The versions of the
+# multi-turn smoke kinds (matrix/runs.py): trl's environment_factory (0.29, a dict of named environments from 1.8,
+# transformers >= 5.2) and its Qwen2.5 chat template (1.3+), where tool calls parse without jmespath, which no cell
+# installs (trl < 1.10 needs it for any tool, later trl on transformers < 5.13: reproducer tools-without-jmespath).
+MULTI_TURN = ("trl>=1.10", "transformers>=5.13")
+REPRODUCERS += (
+    Reproducer(
+        id="environment-name-unknown",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        requires=MULTI_TURN,  # the `environments` smoke kind's (matrix/runs.py)
+        settings=(),
+        flags=("--multi-turn", "unknown-environment"),
+        upstream=r"Example has `environment='counters'`, which is not among the environments passed to "
+        r"`environment_factory`.*phase: train",
+        patched=r"GRPOSettingsError: 16 example\(s\) of the dataset name an environment environment_factory lacks: "
+        r"'counters' \(did you mean 'counter'\?\)",
+    ),
+    Reproducer(
+        id="environment-column-removed",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        requires=MULTI_TURN,
+        settings=("remove_unused_columns=true",),
+        flags=("--multi-turn", "environments"),
+        upstream=r"Example has `environment=None`, which is not among the environments.*phase: train",
+        patched=r"GRPOSettingsError: remove_unused_columns=True removes the dataset's 'environment' column",
+    ),
+    Reproducer(
+        id="tool-without-docstring",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        requires=MULTI_TURN,  # the `tools` smoke kind's (matrix/runs.py)
+        settings=(),
+        flags=("--multi-turn", "undocumented-tool"),
+        upstream=r"Cannot generate JSON schema for add_undocumented because it has no docstring.*phase: train",
+        patched=r"GRPOSettingsError: tool 'add_undocumented': transformers cannot describe it to the model",
+    ),
+    Reproducer(
+        id="tools-without-jmespath",
+        patch="trl.reward-dry-run",
+        failure="environment-or-tool-unusable",
+        script="grpo",
+        # trl 1.3-1.9 (1.3, 1.4, 1.8, 1.9.2 read) need jmespath for any tool; the smoke needs trl's Qwen2.5 template
+        requires=("trl>=1.3,<1.10", "transformers>=5.2"),
+        settings=(),
+        flags=("--multi-turn", "tools"),
+        upstream=r"Using tools with GRPOTrainer requires the jmespath library for response parsing",
+        patched=r"GRPOSettingsError: tools and environments need the jmespath package .*Fix: pip install jmespath",
     ),
 )

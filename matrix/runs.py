@@ -2,7 +2,9 @@
 
 Run kinds: ``single`` (one process), ``ddp`` (2 processes, gloo on CPU), ``zero2`` / ``zero3``
 (DeepSpeed, 2 processes) and the do-no-harm sweep ``harm:<variant>`` (matrix/harm_sweep.py) for cells with
-deepspeed, ``vllm`` / ``vllm-ddp`` (generation by vLLM in colocate mode, 1 and 2 processes: the only smoke kinds of
+deepspeed, ``tools`` / ``environments`` (multi-turn, in trl cells that have trl's ``tools`` and
+``environment_factory``: a local tool and one local environment, or two named environments), ``vllm`` /
+``vllm-ddp`` (generation by vLLM in colocate mode, 1 and 2 processes: the only smoke kinds of
 a cell with vLLM, whose CPU build takes minutes a run), ``swift`` (ms-swift GRPO, in-process) and
 ``swift-cli`` / ``swift-cli-2proc`` (the `swift rlhf` command line, 1 and 2 processes; patched = with
 grpo_compat's plugin) for ms-swift cells; each plain and patched. Then every reproducer of
@@ -21,7 +23,7 @@ from grpo_compat.matrix import launchers
 from grpo_compat.matrix.project import NamedRun
 from grpo_compat.testing.smoke import free_port
 from matrix import effect_probes, harm_sweep, upstream_suite
-from matrix.reproducers import CHECKS, FIELD_SHAPE, REPRODUCERS, ZERO3_ON_CPU
+from matrix.reproducers import CHECKS, FIELD_SHAPE, MULTI_TURN, REPRODUCERS, ZERO3_ON_CPU
 
 MATRIX = Path(__file__).resolve().parent
 
@@ -53,8 +55,10 @@ STEPS = 3
 # The smoke kinds of a trl or ms-swift cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
 SMOKE_KINDS = (
     *("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "vllm", "vllm-ddp"),
-    *("swift", "swift-cli", "swift-cli-2proc"),
+    *("swift", "swift-cli", "swift-cli-2proc", "tools", "environments"),
 )
+# The multi-turn smoke kinds (smoke_grpo.py --multi-turn CASE) and their versions (see MULTI_TURN).
+MULTI_TURN_KINDS = ("tools", "environments")
 # A reproducer of the vLLM path passes this flag to its smoke script: it runs in the cells with vLLM, the others not.
 VLLM_FLAG = "--vllm"
 # trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
@@ -190,6 +194,9 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
     else:
         runs += _pair("single", "grpo")
+        if window_problem(MULTI_TURN, versions) is None:
+            for kind in MULTI_TURN_KINDS:
+                runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only
             runs += _pair("ddp", "grpo", "ddp")
             if versions.get("deepspeed"):
@@ -326,6 +333,11 @@ def failed_checks(run: Run, result: dict) -> list[str]:
     kl = result.get("kl_per_step") or []
     if "kl" in run.checks and (len(kl) < 2 or not all(value is not None and value > 0 for value in kl[1:])):
         found.append(f"KL is not above 0 after the first update: kl per step {kl}")
+    if "multi-turn" in run.checks and not (result.get("environment_resets") and result.get("tools")):
+        found.append(
+            f"the run did not go through trl's environment path: {result.get('environment_resets')} environment "
+            f"resets, tools {result.get('tools')}"
+        )
     engine = result.get("engine_gradient_accumulation_steps"), result.get("engine_optimizer_steps")
     trainer = result.get("trainer_gradient_accumulation_steps"), result.get("steps")
     if "accumulation" in run.checks and engine != trainer:
@@ -343,6 +355,10 @@ def checked(run: Run, result: dict) -> str:
         shown.append(f"changed on ranks {result.get('changed_on_ranks')}")
     if "kl" in run.checks:
         shown.append(f"kl per step [{', '.join(f'{value:.2g}' for value in result.get('kl_per_step') or [])}]")
+    if "multi-turn" in run.checks:
+        shown.append(
+            f"{result.get('environment_resets')} environment resets, tools {', '.join(result.get('tools') or [])}"
+        )
     if "accumulation" in run.checks:
         shown.append(
             f"DeepSpeed {result.get('engine_optimizer_steps')} optimizer steps x "

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
+from grpo_compat.testing import multi_turn
 from grpo_compat.testing.ranks import answers_of_all_ranks, changed_locally, deepspeed_accounting, local_parameters
 from grpo_compat.testing.smoke import (
     ignore_logits_to_keep,
@@ -62,6 +63,8 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
     if args.vllm:
         # On CPU vLLM sizes its KV cache from VLLM_CPU_KVCACHE_SPACE (set in train()), not from this fraction.
         wanted.update(use_vllm=True, vllm_mode=args.vllm, vllm_gpu_memory_utilization=0.1)
+    if args.multi_turn:  # random tokens may call tools on and on: 2 rounds show the loop at smoke cost
+        wanted.update(max_tool_calling_iterations=2)
     wanted.update(args.config_overrides)
     known = {f.name for f in dataclasses.fields(config_cls)}
     if args.keep_unknown_settings:
@@ -78,10 +81,27 @@ def lora_config() -> Any:
     return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], bias="lora_only", task_type="CAUSAL_LM")
 
 
-def prompts():
+def prompts(args: argparse.Namespace | None = None):
     from datasets import Dataset
 
+    if args is not None and args.multi_turn:
+        return Dataset.from_dict(multi_turn.trainer_arguments(args.multi_turn)[1])
     return Dataset.from_dict({"prompt": prompt_texts()})
+
+
+def multi_turn_arguments(args: argparse.Namespace, model_dir: Any) -> dict[str, Any]:
+    """GRPOTrainer's tools, environment_factory, reward and a tokenizer whose chat template renders tools."""
+    if not args.multi_turn:
+        return {}
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = multi_turn.tool_chat_template()
+    return {
+        **multi_turn.trainer_arguments(args.multi_turn)[0],
+        "reward_funcs": multi_turn.environment_reward,
+        "processing_class": tokenizer,
+    }
 
 
 @contextlib.contextmanager
@@ -142,10 +162,9 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     result["phase"] = "model"
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=reward_function(args),
         args=config,
-        train_dataset=prompts(),
-        eval_dataset=prompts() if args.evaluate_first else None,
+        train_dataset=prompts(args),
+        eval_dataset=prompts(args) if args.evaluate_first else None,
         peft_config=lora_config() if args.lora else None,
         # Gemma-3's processor wants image settings the text-only tiny model has none of: its tokenizer, as users pass.
         **(
@@ -153,6 +172,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
             if args.model_arch == "gemma3"
             else {}
         ),
+        **({"reward_funcs": reward_function(args)} | multi_turn_arguments(args, model_dir)),
     )
     result["phase"] = "train"
     if args.vllm_sync_lost:  # as the reported stale-weights bugs did: vLLM never receives the updated weights
@@ -174,6 +194,9 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     logs = trainer.state.log_history
     result["kl_per_step"] = [entry["kl"] for entry in logs if "kl" in entry]
     result["grad_norms"] = [entry["grad_norm"] for entry in logs if "grad_norm" in entry]
+    if args.multi_turn:  # the run went through trl's environment path: its rollouts reset environments
+        result["environment_resets"] = len(multi_turn.RESETS)
+        result["tools"] = sorted(tool.__name__ for tool in getattr(trainer, "tools", None) or [])
     result.update(
         steps=trainer.state.global_step,
         final_loss=last_logged(logs, "loss"),

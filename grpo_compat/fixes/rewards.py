@@ -36,6 +36,8 @@ from grpo_compat.core.logs import log
 from grpo_compat.core.versions import release
 
 CHECK_ENV = "GRPO_COMPAT_REWARD_CHECK"
+# (rows, generations) -> keyword arguments a run adds to those its trl passes every reward function
+MoreKeywords = Callable[[list[dict], int], dict[str, Any]]
 DRY_RUN_ROWS = 2
 # Completions of different lengths and forms, so a reward that scores them all alike says something.
 COMPLETION_TEXTS = ("", "The answer is 42.", "<think>\nCount the letters.\n</think>\n<answer>7</answer>")
@@ -385,9 +387,14 @@ def _raised_in(error: BaseException, function: Any) -> bool:
     return traceback is not None and traceback.tb_frame.f_code is code
 
 
-def dry_run(reward_funcs: Any, dataset: Any, generations: int, trl_version: str) -> None:
-    """Call every Python reward function once, as trl would; refuse contract mismatches, log the rest."""
-    dry_run_as(trl_caller(trl_version), reward_funcs, dataset, generations)
+def dry_run(
+    reward_funcs: Any, dataset: Any, generations: int, trl_version: str, more: MoreKeywords | None = None
+) -> None:
+    """Call every Python reward function once, as trl would; refuse contract mismatches, log the rest.
+
+    ``more(rows, generations)``: keyword arguments this run adds, e.g. the ``environments`` of an environment run.
+    """
+    dry_run_as(trl_caller(trl_version), reward_funcs, dataset, generations, more)
 
 
 def swift_dry_run(reward_funcs: Any, dataset: Any, generations: int, swift_version: str) -> None:
@@ -400,7 +407,9 @@ def swift_dry_run(reward_funcs: Any, dataset: Any, generations: int, swift_versi
         dry_run_as(swift_caller(swift_version), reward_funcs, dataset, generations)
 
 
-def dry_run_as(caller: RewardCaller, reward_funcs: Any, dataset: Any, generations: int) -> None:
+def dry_run_as(
+    caller: RewardCaller, reward_funcs: Any, dataset: Any, generations: int, more: MoreKeywords | None = None
+) -> None:
     if not check_enabled():
         return
     functions = python_reward_functions(reward_funcs)
@@ -409,12 +418,12 @@ def dry_run_as(caller: RewardCaller, reward_funcs: Any, dataset: Any, generation
         return
     refuse_unnamed(functions, caller)
     refuse_unsupported_async(functions, caller)
-    with _random_state_kept():  # a reward that draws random numbers must not shift the run's sampling
-        _dry_run(functions, rows, generations, caller)
+    with random_state_kept():  # a reward that draws random numbers must not shift the run's sampling
+        _dry_run(functions, rows, generations, caller, more)
 
 
 @contextlib.contextmanager
-def _random_state_kept() -> Any:
+def random_state_kept() -> Any:
     import random
 
     import numpy
@@ -429,10 +438,14 @@ def _random_state_kept() -> Any:
         torch.set_rng_state(states[2])
 
 
-def _dry_run(functions: list[Any], rows: list[dict], generations: int, caller: RewardCaller) -> None:
+def _dry_run(
+    functions: list[Any], rows: list[dict], generations: int, caller: RewardCaller, more: MoreKeywords | None
+) -> None:
     start = time.perf_counter()
     generations = max(1, int(generations or 1))
     kwargs = caller.keyword_arguments(caller.version, rows, generations)
+    if more is not None:
+        kwargs.update(more(rows, generations))
     warnings: list[str] = []
     for function in functions:
         run = DryRun(function, kwargs, list(rows[0]), generations, caller)
@@ -442,9 +455,14 @@ def _dry_run(functions: list[Any], rows: list[dict], generations: int, caller: R
         except RewardFunctionError:
             raise
         except Exception as error:  # noqa: BLE001 - the function's own failure on made-up text: a warning
+            unreset = (
+                " (and environments built but not reset: it may read what reset sets)"
+                if "environments" in kwargs
+                else ""
+            )
             warnings.append(
                 f"reward function {run.name!r} raised {type(error).__name__}: {error} on the dry run's made-up "
-                "completions; it will raise the same in training if the model writes such text"
+                f"completions{unreset}; it will raise the same in training if the model writes such text"
             )
             continue
         warnings += run.check_result(result)

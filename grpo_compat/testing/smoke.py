@@ -23,6 +23,7 @@ from typing import Any
 
 from grpo_compat.core.versions import installed_versions  # metadata only: applies nothing, imports no torch
 from grpo_compat.fixes.watchdog import HEADLINES, SAMPLING_FAILED  # plain Python: imports no torch
+from grpo_compat.testing.multi_turn import CASES as MULTI_TURN_CASES  # plain Python: imports no torch
 
 # The watchdog's warnings (and its note after trl's sampling error) start with one of these.
 WATCHDOG_HEADLINES = (*HEADLINES, SAMPLING_FAILED)
@@ -30,7 +31,7 @@ WATCHDOG_HEADLINES = (*HEADLINES, SAMPLING_FAILED)
 RESULT_FIELDS = (
     "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "
     "config_fields_dropped train_time_s phase changed_on_ranks kl_per_step trainer_gradient_accumulation_steps "
-    "engine_gradient_accumulation_steps engine_optimizer_steps grad_norms trainable_params"
+    "engine_gradient_accumulation_steps engine_optimizer_steps grad_norms trainable_params environment_resets tools"
 ).split()
 
 
@@ -106,6 +107,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         dest="early_deepspeed_init",
         action="store_false",
         help="ZeRO-3 with deepspeed= on CPU: leave DeepSpeed's process group to the trainer, as most user scripts do",
+    )
+    p.add_argument(
+        "--multi-turn",
+        choices=MULTI_TURN_CASES,
+        help="trl: train with a local tool and local environments (grpo_compat.testing.multi_turn): tools (a tool "
+        "and one environment), environments (two named ones), or one of the broken cases of its reproducers",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     p.add_argument(
