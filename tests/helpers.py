@@ -62,7 +62,7 @@ def run_script(python: str, script: str, *args: str, timeout: int = 900) -> subp
     )
 
 
-_CELL_OF_PYTHON: dict[str, object] = {}  # the interpreters cell_python gave, and their cells
+_CELL_PYTHONS: set[str] = set()  # the interpreters cell_python gave
 
 
 def cell_python(name: str) -> str:
@@ -76,20 +76,19 @@ def cell_python(name: str) -> str:
         python = sys.executable
     else:
         python = str(ENVS.ensure(cell))
-    _CELL_OF_PYTHON[python] = cell
+    _CELL_PYTHONS.add(python)
     return python
 
 
 def cell_environment(python: str) -> dict[str, str]:
     """The environment a test runs ``python`` in, as the matrix runner runs a cell's interpreter: bytecode is
     written (cell envs are built without it: grpo_compat/matrix/envs.py) and DeepSpeed's CPU op is built once
-    per torch and DeepSpeed pair (CellEnvs.torch_extensions), not again each time the tests switch cells."""
+    per env (CellEnvs.torch_extensions), the folder the matrix's runs of that cell use too."""
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    cell = _CELL_OF_PYTHON.get(python)
-    if cell is not None:
+    if python in _CELL_PYTHONS:
         from matrix.repository import ENVS
 
-        environment["TORCH_EXTENSIONS_DIR"] = str(ENVS.torch_extensions(cell, Path(python).parent.parent))
+        environment["TORCH_EXTENSIONS_DIR"] = str(ENVS.torch_extensions(Path(python).parent.parent))
     return environment
 
 

@@ -208,18 +208,15 @@ class CellEnvs:
     def _scratch(self) -> Path:
         return self.folder.parent  # logs, locks and override files beside the envs
 
-    def torch_extensions(self, cell: Cell, env: Path) -> Path:
-        """Where DeepSpeed JIT-builds its CPU ops for the runs of ``env`` (TORCH_EXTENSIONS_DIR).
+    @staticmethod
+    def torch_extensions(env: Path) -> Path:
+        """Where DeepSpeed JIT-builds its CPU ops for the runs of ``env`` (TORCH_EXTENSIONS_DIR): inside the env.
 
-        The build takes a minute or more of compiling per folder and depends only on torch and DeepSpeed, so envs
-        pinning the same torch and DeepSpeed share one (torch versions each build by its sources and flags);
-        a cell without exact pins of both keeps its own, so versions never rebuild each other's.
+        The build (a minute or more of compiling) names the env's own DeepSpeed sources by absolute path, so two
+        envs sharing one folder rebuild it each time the other ran (measured: 68, 74, 81 s alternating between
+        the trl-1.16 cell and .venv, same torch and DeepSpeed; 2 s reloading in the env that built it).
         """
-        torch, deepspeed = cell.pins.get("torch", ""), cell.pins.get("deepspeed", "")
-        if not (re.fullmatch(r"\d[\w.+]*", torch) and re.fullmatch(r"\d[\w.+]*", deepspeed)):
-            return env / "torch_extensions"
-        python = f"py{sys.version_info.major}{sys.version_info.minor}"
-        return self._scratch() / "torch_extensions" / f"{python}-torch{torch}-deepspeed{deepspeed}"
+        return env / "torch_extensions"
 
     def is_ready(self, cell: Cell, path: Path | None = None, extras: str = "") -> bool:
         env = path or self.path(cell)

@@ -53,8 +53,8 @@ def run_environment(cell: Cell, env_dir: Path, project: MatrixProject) -> dict[s
         HF_HUB_OFFLINE="1",
         MODELSCOPE_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
-        # DeepSpeed JIT-builds its CPU comm op: once per torch and DeepSpeed pair (CellEnvs.torch_extensions).
-        TORCH_EXTENSIONS_DIR=str(project.envs.torch_extensions(cell, env_dir)),
+        # DeepSpeed JIT-builds its CPU comm op once per env (CellEnvs.torch_extensions).
+        TORCH_EXTENSIONS_DIR=str(project.envs.torch_extensions(env_dir)),
         # This repository's scripts import matrix.* (the checkout); grpo_compat comes from the cell's own install.
         PYTHONPATH=os.pathsep.join(filter(None, [*project.pythonpath, os.environ.get("PYTHONPATH")])),
     )
