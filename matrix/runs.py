@@ -88,6 +88,10 @@ ZERO3_CPU_SKIP = "DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load (
 # scales it once, so a patched DeepSpeed run with accumulation > 1 moves the weights differently from plain
 # (the deepspeed-ga-double-scaling reproducer shows the patched gradient is DDP's).
 ACCUMULATION_CORRECTED = ("transformers>=4.48.0,<4.49",)
+# ms-swift #8123 (catalogue swift-gdpo-unscorable-reward): GDPO with a reward function that returns None for some
+# completions. swift rlhf of every release that has scale_rewards='gdpo' (4.0 on) trains; these runs keep it so,
+# plain and patched (the reward dry run and count check see the None), with identical weights.
+GDPO_UNSCORABLE_REWARD = ("ms-swift>=4.0",)
 
 
 def _pair(
@@ -188,6 +192,9 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
         if device == "cpu":
             runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
+        if window_problem(GDPO_UNSCORABLE_REWARD, versions) is None:
+            gdpo = dict(settings=("scale_rewards=gdpo",), flags=("--reward", "some-none"))
+            runs += _pair("swift-gdpo-unscorable-reward", "swift", **gdpo)
     else:
         runs += _pair("single", "grpo")
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only

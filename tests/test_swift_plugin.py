@@ -271,3 +271,18 @@ def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python,
     assert output.count(ONE_LINE_MARK) == 1
     assert "'rewards/MyLength/mean'" in output
     assert list(tmp_path.glob("output/**/checkpoint-*/adapter_model.safetensors"))
+
+
+def test_gdpo_with_an_unscorable_reward_is_trained_plain_and_patched_on_the_ms_swift_that_has_gdpo():
+    # ms-swift #8123 did not reproduce on any swift rlhf release (catalogue swift-gdpo-unscorable-reward): the matrix
+    # keeps it so on 4.x, and grpo_compat must train it as upstream does (identical weights).
+    from matrix.runs import planned_runs
+
+    def gdpo_runs(swift: str) -> dict:
+        versions = {"trl": "0.29.1", "ms-swift": swift}
+        return {r.mode: r for r in planned_runs(versions, "cpu") if r.kind == "swift-gdpo-unscorable-reward"}
+
+    runs = gdpo_runs("4.6.0")
+    assert set(runs) == {"plain", "patched"} and runs["patched"].same_as_plain
+    assert all(run.expect_error is None and "scale_rewards=gdpo" in run.settings for run in runs.values())
+    assert gdpo_runs("3.12.6") == {}  # no 'gdpo' before 4.0: argparse refuses it

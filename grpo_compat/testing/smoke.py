@@ -62,8 +62,9 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         choices=tuple(REWARDS),
         default="length",
         help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer); none: every "
-        "reward None; inf: the first completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward "
-        "function without **kwargs; one-value: one reward per batch (reward-check reproducers)",
+        "reward None; some-none: the first completion of each batch gets None (ms-swift GDPO run); inf: the first "
+        "completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward function without **kwargs; "
+        "one-value: one reward per batch (reward-check reproducers)",
     )
     p.add_argument(
         "--weights-dtype",
@@ -156,6 +157,12 @@ def overflowing_reward(completions: list, **kwargs: Any) -> list[float]:
     return [math.inf, *(length_reward(completions[1:]))]
 
 
+def partly_unscorable_reward(completions: list, **kwargs: Any) -> list[float | None]:
+    # The first completion of each call cannot be scored (None), as a judge that fails on one answer returns
+    # (ms-swift #8123: GDPO normalised each reward with mean / std, so one None made every advantage NaN).
+    return [None, *length_reward(completions[1:])]
+
+
 def strict_length(completions: list) -> list[float]:
     # No **kwargs: trl passes prompts (and more) by keyword, so the first reward call fails.
     return length_reward(completions)
@@ -195,6 +202,7 @@ REWARDS = {
     "length": length_reward,
     "constant": constant_reward,
     "none": unscorable_reward,
+    "some-none": partly_unscorable_reward,
     "inf": overflowing_reward,
     "no-kwargs": strict_length,
     "one-value": one_value,
