@@ -92,6 +92,10 @@ ACCUMULATION_CORRECTED = ("transformers>=4.48.0,<4.49",)
 # completions. swift rlhf of every release that has scale_rewards='gdpo' (4.0 on) trains; these runs keep it so,
 # plain and patched (the reward dry run and count check see the None), with identical weights.
 GDPO_UNSCORABLE_REWARD = ("ms-swift>=4.0",)
+# ms-swift #9928 (catalogue swift-grpo-teacher-without-opd): GRPO with --teacher_model and no reward function is
+# on-policy distillation from 4.4 on; upstream trains it, and grpo_compat's watchdog must not call its rewards'
+# zero spread a stall (it did: "GRPO is not learning"), plain and patched with identical weights.
+OPD_RL = ("ms-swift>=4.4",)
 
 
 def _pair(
@@ -195,6 +199,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         if window_problem(GDPO_UNSCORABLE_REWARD, versions) is None:
             gdpo = dict(settings=("scale_rewards=gdpo",), flags=("--reward", "some-none"))
             runs += _pair("swift-gdpo-unscorable-reward", "swift", **gdpo)
+        if window_problem(OPD_RL, versions) is None:
+            runs += _pair("swift-opd-no-rewards", "swift", flags=("--teacher",))
     else:
         runs += _pair("single", "grpo")
         if device == "cpu":  # one GPU per lent machine: multi-process kinds run on CPU only

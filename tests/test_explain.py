@@ -25,6 +25,7 @@ SKEW_LOGS = {
     "r17_trl0.14.0_tf4.45.2.log": "trl-processing-class-transformers-4.45",
     "rsw_swift3.5.3_trl0.20.0_tf4.52.4.log": "swift-3.5-trl-0.20",
     "rsw_swift4.6.0_trl0.26.2_tf5.19.0.log": "trl-optional-imports-transformers-5.3",
+    "rsw_swift3.12.6_trl0.24.0_tf4.57.6_teacher.log": "swift-grpo-teacher-without-opd",  # ms-swift #9928
     "r15_trl0.17.0_tf4.52.4.log": None,  # trains
     "r16_trl0.27.2_tf4.56.2_grpo_evalfirst.log": None,  # trains
 }

@@ -286,3 +286,18 @@ def test_gdpo_with_an_unscorable_reward_is_trained_plain_and_patched_on_the_ms_s
     assert set(runs) == {"plain", "patched"} and runs["patched"].same_as_plain
     assert all(run.expect_error is None and "scale_rewards=gdpo" in run.settings for run in runs.values())
     assert gdpo_runs("3.12.6") == {}  # no 'gdpo' before 4.0: argparse refuses it
+
+
+def test_on_policy_distillation_without_rewards_is_trained_plain_and_patched_where_ms_swift_has_it():
+    # ms-swift #9928 (catalogue swift-grpo-teacher-without-opd): 4.4 on trains it; the patched run must not be stopped
+    # or warned about by the watchdog (the judge fails a run expected to learn on any watchdog warning).
+    from matrix.runs import planned_runs
+
+    def opd_runs(swift: str) -> dict:
+        versions = {"trl": "0.29.1", "ms-swift": swift}
+        return {r.mode: r for r in planned_runs(versions, "cpu") if r.kind == "swift-opd-no-rewards"}
+
+    runs = opd_runs("4.6.0")
+    assert set(runs) == {"plain", "patched"} and runs["patched"].same_as_plain
+    assert all(run.flags == ("--teacher",) and run.expect_error is None for run in runs.values())
+    assert opd_runs("4.3.2") == {}

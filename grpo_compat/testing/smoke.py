@@ -108,6 +108,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         action="store_false",
         help="ZeRO-3 with deepspeed= on CPU: leave DeepSpeed's process group to the trainer, as most user scripts do",
     )
+    p.add_argument(
+        "--teacher",
+        action="store_true",
+        help="ms-swift >= 4.4: on-policy distillation (OPD-RL) from a second tiny model (seed 1), no reward function",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     p.add_argument(
         "--keep-unknown-settings",
