@@ -723,3 +723,20 @@ REPRODUCERS += (
         r"ms-swift [\d.]+: did you mean `num_generations`\?",
     ),
 )
+# axolotl #3971: a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (no
+# **kwargs) fails at the first step on trl >= 1.7, which passes compute_aux_loss, spatial_shapes and num_tiles.
+REPRODUCERS += (
+    Reproducer(
+        id="logps-override-old-signature",
+        patch="trl.refuse-outdated-logps-override",
+        script="grpo",
+        requires=("trl>=1.7,<1.17",),
+        settings=(),
+        flags=("--old-logps-override",),
+        upstream=r"OldSignatureGRPOTrainer\._get_per_token_logps_and_entropies\(\) got an unexpected keyword argument "
+        r"'(compute_aux_loss|num_tiles)'",
+        patched=r"UnsupportedCombinationError: \S*OldSignatureGRPOTrainer overrides _get_per_token_logps_and_entropies "
+        r"without the keywords compute_aux_loss, spatial_shapes, num_tiles",
+    ),
+)
+

@@ -10,6 +10,7 @@ WRAPPING_ORDER = (
     "trl.refuse-trl-0.14-on-transformers-4.52",
     "trl.refuse-liger-missing-loss-type",
     "trl.launch-guard",
+    "trl.refuse-outdated-logps-override",  # the trainer's class, before its settings are checked
     "trl.grpo-trainer-check",
     "trl.reward-dry-run",  # after the settings check: the dry run builds as many completions as the config asks
     "trl.reward-count-check",  # wraps the reward functions upstream has just stored

@@ -109,6 +109,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="ZeRO-3 with deepspeed= on CPU: leave DeepSpeed's process group to the trainer, as most user scripts do",
     )
     p.add_argument(
+        "--old-logps-override",
+        action="store_true",
+        help="trl: train with a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's "
+        "signature, as axolotl's AsyncGRPOTrainer did with trl 1.9 (axolotl #3971 reproducer)",
+    )
+    p.add_argument(
         "--teacher",
         action="store_true",
         help="ms-swift >= 4.4: on-policy distillation (OPD-RL) from a second tiny model (seed 1), no reward function",
@@ -426,3 +432,40 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def with_trl_1_6_logps_signature(trainer_class: type) -> type:
+    """A GRPOTrainer subclass whose _get_per_token_logps_and_entropies has trl 1.6's parameters, no **kwargs."""
+
+    def _get_per_token_logps_and_entropies(
+        self: Any,
+        model: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        logits_to_keep: Any,
+        batch_size: Any = None,
+        compute_entropy: bool = False,
+        pixel_values: Any = None,
+        image_grid_thw: Any = None,
+        num_images: Any = None,
+        pixel_attention_mask: Any = None,
+        image_sizes: Any = None,
+        token_type_ids: Any = None,
+        mm_token_type_ids: Any = None,
+        image_position_ids: Any = None,
+    ) -> Any:
+        # trl 1.6's call, by keyword (trl >= 1.7 never gets here: its own call site passes keywords this lacks)
+        keywords = dict(batch_size=batch_size, compute_entropy=compute_entropy, pixel_values=pixel_values)
+        keywords.update(image_grid_thw=image_grid_thw, num_images=num_images, pixel_attention_mask=pixel_attention_mask)
+        keywords.update(image_sizes=image_sizes, token_type_ids=token_type_ids, mm_token_type_ids=mm_token_type_ids)
+        parent = super(subclass, self)._get_per_token_logps_and_entropies
+        return parent(
+            model, input_ids, attention_mask, logits_to_keep, image_position_ids=image_position_ids, **keywords
+        )
+
+    _get_per_token_logps_and_entropies.__qualname__ = f"OldSignatureGRPOTrainer.{METHOD_NAME}"  # as in a class body
+    subclass = type("OldSignatureGRPOTrainer", (trainer_class,), {METHOD_NAME: _get_per_token_logps_and_entropies})
+    return subclass
+
+
+METHOD_NAME = "_get_per_token_logps_and_entropies"
