@@ -655,6 +655,8 @@ PROBES: dict[str, Callable[[], bool] | str | None] = {
     "trl.refuse-liger-missing-loss-type": _liger_loss_without_the_loss_type_is_refused,
     "trl.refuse-gmpo-with-liger": _gmpo_with_liger_is_refused,
     "trl.refuse-outdated-logps-override": _outdated_logps_override_is_refused,
+    "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
+    "liger-zero3-empty-lm-head",
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,
     "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,

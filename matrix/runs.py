@@ -96,6 +96,9 @@ GDPO_UNSCORABLE_REWARD = ("ms-swift>=4.0",)
 # on-policy distillation from 4.4 on; upstream trains it, and grpo_compat's watchdog must not call its rewards'
 # zero spread a stall (it did: "GRPO is not learning"), plain and patched with identical weights.
 OPD_RL = ("ms-swift>=4.4",)
+# trl 0.18-0.24 take the Liger GRPO loss as use_liger_loss (0.25 on: use_liger_kernel, which also patches the model
+# with Triton kernels that do not run on CPU).
+LIGER_LOSS_FLAG = ("trl>=0.18,<0.25",)
 
 
 def _pair(
@@ -217,6 +220,13 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
                         for run in accumulating
                     ]
                 runs += accumulating
+                if versions.get("liger-kernel") and window_problem(LIGER_LOSS_FLAG, versions) is None:
+                    # The Liger loss with a ZeRO-3 lm_head that generation left whole: upstream trains, and
+                    # trl.liger-zero3-lm-head-route must not touch it (its reproducer is the sharded case).
+                    liger = ("use_liger_loss=true", "loss_type=bnpo")
+                    runs += _pair(
+                        "zero3-liger", "grpo", "zero3", skip, liger, ("ranks",), ("--model-arch", "qwen2-untied")
+                    )
                 runs += sweep_runs(skip, quick)
             if not quick:
                 runs += upstream_suite_runs(versions)

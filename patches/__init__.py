@@ -28,6 +28,9 @@ WRAPPING_ORDER = (
     # ms-swift GRPOTrainer.__init__ (both act on the trainer upstream has just built)
     "swift.reward-count-check",  # wraps the reward functions after the dry run called them unwrapped
     "swift.reward-dry-run",
+    # GRPOTrainer.compute_liger_loss (trl 0.17-1.5)
+    "trl.liger-lm-head-guard",  # reroutes a model that returns logits to the non-Liger loss
+    "trl.liger-zero3-lm-head-route",  # routes a ZeRO-3-sharded lm_head to the non-Liger loss
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes
