@@ -285,6 +285,18 @@ def _gmpo_with_liger_is_refused() -> bool:
     return _refused_before_loading(build, UnsupportedCombinationError)
 
 
+def _outdated_logps_override_is_refused() -> bool:
+    from trl import GRPOTrainer
+
+    from grpo_compat.testing.smoke import with_trl_1_6_logps_signature
+
+    def build() -> Any:
+        trainer_class = with_trl_1_6_logps_signature(GRPOTrainer)
+        return trainer_class(model=_MISSING_MODEL, reward_funcs=_zero_reward, args=_grpo_config())
+
+    return _refused_before_loading(build, UnsupportedCombinationError)
+
+
 def _train_sampler_takes_the_dataset_transformers_passes() -> bool:
     from types import SimpleNamespace
 
@@ -642,6 +654,9 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.refuse-trl-0.14-on-transformers-4.52": _trainer_is_refused_before_the_model_loads,
     "trl.refuse-liger-missing-loss-type": _liger_loss_without_the_loss_type_is_refused,
     "trl.refuse-gmpo-with-liger": _gmpo_with_liger_is_refused,
+    "trl.refuse-outdated-logps-override": _outdated_logps_override_is_refused,
+    "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
+    "liger-zero3-empty-lm-head",
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,
     "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,

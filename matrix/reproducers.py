@@ -803,3 +803,36 @@ REPRODUCERS += (
         patched=r"GRPOSettingsError: tools and environments need the jmespath package .*Fix: pip install jmespath",
     ),
 )
+# axolotl #3971: a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (no
+# **kwargs) fails at the first step on trl >= 1.7, which passes compute_aux_loss, spatial_shapes and num_tiles.
+REPRODUCERS += (
+    Reproducer(
+        id="logps-override-old-signature",
+        patch="trl.refuse-outdated-logps-override",
+        script="grpo",
+        requires=("trl>=1.7,<1.17",),
+        settings=(),
+        flags=("--old-logps-override",),
+        upstream=r"OldSignatureGRPOTrainer\._get_per_token_logps_and_entropies\(\) got an unexpected keyword argument "
+        r"'(compute_aux_loss|num_tiles)'",
+        patched=r"UnsupportedCombinationError: \S*OldSignatureGRPOTrainer overrides _get_per_token_logps_and_entropies "
+        r"without the keywords compute_aux_loss, spatial_shapes, num_tiles",
+    ),
+)
+# Liger-Kernel #1048 / trl #3368: the Liger GRPO loss reads a ZeRO-3 lm_head shard (empty on its rank) by attribute.
+# An untied lm_head over DeepSpeed's default persistence threshold (qwen2-untied); trl >= 0.25's use_liger_kernel also
+# patches the model with Triton kernels, which do not run on CPU, so the cell is trl 0.23 (use_liger_loss).
+REPRODUCERS += (
+    Reproducer(
+        id="liger-zero3-empty-lm-head",
+        patch="trl.liger-zero3-lm-head-route",
+        script="grpo",
+        requires=("trl>=0.18,<0.25", "liger-kernel>=0.5.8", *ZERO3_ON_CPU),
+        settings=("use_liger_loss=true", "loss_type=bnpo", "ds3_gather_for_generation=false"),
+        flags=("--model-arch", "qwen2-untied"),
+        launcher="zero3",
+        upstream=r"The size of tensor a \(0\) must match the size of tensor b \(256\) at non-singleton dimension 1",
+        patched=None,
+        checks=("ranks",),
+    ),
+)

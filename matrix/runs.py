@@ -92,6 +92,17 @@ ZERO3_CPU_SKIP = "DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load (
 # scales it once, so a patched DeepSpeed run with accumulation > 1 moves the weights differently from plain
 # (the deepspeed-ga-double-scaling reproducer shows the patched gradient is DDP's).
 ACCUMULATION_CORRECTED = ("transformers>=4.48.0,<4.49",)
+# ms-swift #8123 (catalogue swift-gdpo-unscorable-reward): GDPO with a reward function that returns None for some
+# completions. swift rlhf of every release that has scale_rewards='gdpo' (4.0 on) trains; these runs keep it so,
+# plain and patched (the reward dry run and count check see the None), with identical weights.
+GDPO_UNSCORABLE_REWARD = ("ms-swift>=4.0",)
+# ms-swift #9928 (catalogue swift-grpo-teacher-without-opd): GRPO with --teacher_model and no reward function is
+# on-policy distillation from 4.4 on; upstream trains it, and grpo_compat's watchdog must not call its rewards'
+# zero spread a stall (it did: "GRPO is not learning"), plain and patched with identical weights.
+OPD_RL = ("ms-swift>=4.4",)
+# trl 0.18-0.24 take the Liger GRPO loss as use_liger_loss (0.25 on: use_liger_kernel, which also patches the model
+# with Triton kernels that do not run on CPU).
+LIGER_LOSS_FLAG = ("trl>=0.18,<0.25",)
 
 
 def _pair(
@@ -192,6 +203,11 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
         if device == "cpu":
             runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
+        if window_problem(GDPO_UNSCORABLE_REWARD, versions) is None:
+            gdpo = dict(settings=("scale_rewards=gdpo",), flags=("--reward", "some-none"))
+            runs += _pair("swift-gdpo-unscorable-reward", "swift", **gdpo)
+        if window_problem(OPD_RL, versions) is None:
+            runs += _pair("swift-opd-no-rewards", "swift", flags=("--teacher",))
     else:
         runs += _pair("single", "grpo")
         if window_problem(MULTI_TURN, versions) is None:
@@ -211,6 +227,13 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
                         for run in accumulating
                     ]
                 runs += accumulating
+                if versions.get("liger-kernel") and window_problem(LIGER_LOSS_FLAG, versions) is None:
+                    # The Liger loss with a ZeRO-3 lm_head that generation left whole: upstream trains, and
+                    # trl.liger-zero3-lm-head-route must not touch it (its reproducer is the sharded case).
+                    liger = ("use_liger_loss=true", "loss_type=bnpo")
+                    runs += _pair(
+                        "zero3-liger", "grpo", "zero3", skip, liger, ("ranks",), ("--model-arch", "qwen2-untied")
+                    )
                 runs += sweep_runs(skip, quick)
             if not quick:
                 runs += upstream_suite_runs(versions)

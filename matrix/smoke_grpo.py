@@ -34,6 +34,7 @@ from grpo_compat.testing.smoke import (
     snapshot,
     tiny_model,
     weight_change,
+    with_trl_1_6_logps_signature,
 )
 
 
@@ -160,6 +161,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         for name, parameter in model.named_parameters():
             parameter.requires_grad_("language_model" in name or "lm_head" in name)
     result["phase"] = "model"
+    if args.old_logps_override:
+        GRPOTrainer = with_trl_1_6_logps_signature(GRPOTrainer)
     trainer = GRPOTrainer(
         model=model,
         args=config,

@@ -107,7 +107,6 @@ def swift_arguments(
         "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
         "dataset": str(dataset),
         "split_dataset_ratio": 0,  # no eval split of the 16 prompts
-        "reward_funcs": REWARD_NAME,
         "output_dir": str(output_dir),
         "add_version": False,  # no v0-<timestamp> subfolder
         "max_steps": args.steps,
@@ -125,7 +124,17 @@ def swift_arguments(
         "report_to": "none",
         "dataloader_num_workers": 0,
         "dataset_num_proc": 1,
+        # --teacher: the teacher's per-token signal is the advantage, no reward function (ms-swift #9928)
+        **({"teacher_model": str(teacher_dir(model_dir)), "teacher_model_type": "qwen2"} if args.teacher else {}),
+        **({} if args.teacher else {"reward_funcs": REWARD_NAME}),
     }
+
+
+def teacher_dir(model_dir: Path) -> Path:
+    """A second tiny model beside the policy's, other weights (seed 1): the --teacher runs' teacher."""
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    return build_tiny_qwen2(Path(model_dir).parent / f"{Path(model_dir).name}-teacher", seed=1)
 
 
 def installed_arguments(

@@ -10,6 +10,7 @@ WRAPPING_ORDER = (
     "trl.refuse-trl-0.14-on-transformers-4.52",
     "trl.refuse-liger-missing-loss-type",
     "trl.launch-guard",
+    "trl.refuse-outdated-logps-override",  # the trainer's class, before its settings are checked
     "trl.grpo-trainer-check",
     "trl.reward-dry-run",  # after the settings check: the dry run builds as many completions as the config asks
     "trl.reward-count-check",  # wraps the reward functions upstream has just stored
@@ -27,6 +28,9 @@ WRAPPING_ORDER = (
     # ms-swift GRPOTrainer.__init__ (both act on the trainer upstream has just built)
     "swift.reward-count-check",  # wraps the reward functions after the dry run called them unwrapped
     "swift.reward-dry-run",
+    # GRPOTrainer.compute_liger_loss (trl 0.17-1.5)
+    "trl.liger-lm-head-guard",  # reroutes a model that returns logits to the non-Liger loss
+    "trl.liger-zero3-lm-head-route",  # routes a ZeRO-3-sharded lm_head to the non-Liger loss
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes

@@ -25,6 +25,10 @@ SKEW_LOGS = {
     "r17_trl0.14.0_tf4.45.2.log": "trl-processing-class-transformers-4.45",
     "rsw_swift3.5.3_trl0.20.0_tf4.52.4.log": "swift-3.5-trl-0.20",
     "rsw_swift4.6.0_trl0.26.2_tf5.19.0.log": "trl-optional-imports-transformers-5.3",
+    "rsw_swift3.12.6_trl0.24.0_tf4.57.6_teacher.log": "swift-grpo-teacher-without-opd",  # ms-swift #9928
+    # a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (axolotl #3971)
+    "r30_trl1.9.0_tf5.10.0_logps_override.log": "trl-logps-override-old-signature",
+    "r30_trl1.16.0_tf5.23.0_logps_override.log": "trl-logps-override-old-signature",
     "r15_trl0.17.0_tf4.52.4.log": None,  # trains
     "r16_trl0.27.2_tf4.56.2_grpo_evalfirst.log": None,  # trains
 }
@@ -341,3 +345,17 @@ def test_a_log_of_metric_lines_alone_shows_divergence():
     assert not explanation.matches[0].certain  # a metric is a hint, never certain
     healthy = explain("\n".join(lines[:2]) + "\n", installed={"trl": "1.16.0"})
     assert healthy.matches == []
+
+
+def test_an_out_of_date_logps_override_is_named_with_the_keyword_trl_added():
+    # axolotl #3971's shape: axolotl's AsyncGRPOTrainer (trl 1.9.0 pinned) lacks the keywords trl 1.7 added.
+    text = """Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 2572, in _generate_and_score_completions
+    old_per_token_logps, _, _ = self._get_per_token_logps_and_entropies(
+                                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+TypeError: AsyncGRPOTrainer._get_per_token_logps_and_entropies() got an unexpected keyword argument 'num_tiles'
+"""
+    assert claimed(text, {"trl": "1.9.0"}) == {"trl-logps-override-old-signature"}
+    (match,) = explain(text, {"trl": "1.0.0"}, installed={}).matches
+    assert not match.expected_here  # trl 1.0 passes none of these keywords
+    assert "**kwargs" in RECORDS["trl-logps-override-old-signature"].fix

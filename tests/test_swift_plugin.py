@@ -295,3 +295,29 @@ def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python,
     assert output.count(ONE_LINE_MARK) == 1
     assert "'rewards/MyLength/mean'" in output
     assert list(tmp_path.glob("output/**/checkpoint-*/adapter_model.safetensors"))
+
+
+def planned_pair(kind: str, swift: str) -> dict:
+    """The plain and patched runs of one kind the matrix plans for an ms-swift cell, by mode."""
+    from matrix.runs import planned_runs
+
+    versions = {"trl": "0.29.1", "ms-swift": swift}
+    return {run.mode: run for run in planned_runs(versions, "cpu") if run.kind == kind}
+
+
+def test_gdpo_with_an_unscorable_reward_is_trained_plain_and_patched_on_the_ms_swift_that_has_gdpo():
+    # ms-swift #8123 did not reproduce on any swift rlhf release (catalogue swift-gdpo-unscorable-reward): the matrix
+    # keeps it so on 4.x, and grpo_compat must train it as upstream does (identical weights).
+    runs = planned_pair("swift-gdpo-unscorable-reward", "4.6.0")
+    assert set(runs) == {"plain", "patched"} and runs["patched"].same_as_plain
+    assert all(run.expect_error is None and "scale_rewards=gdpo" in run.settings for run in runs.values())
+    assert planned_pair("swift-gdpo-unscorable-reward", "3.12.6") == {}  # no 'gdpo' before 4.0: argparse refuses it
+
+
+def test_on_policy_distillation_without_rewards_is_trained_plain_and_patched_where_ms_swift_has_it():
+    # ms-swift #9928 (catalogue swift-grpo-teacher-without-opd): 4.4 on trains it; the patched run must not be stopped
+    # or warned about by the watchdog (the judge fails a run expected to learn on any watchdog warning).
+    runs = planned_pair("swift-opd-no-rewards", "4.6.0")
+    assert set(runs) == {"plain", "patched"} and runs["patched"].same_as_plain
+    assert all(run.flags == ("--teacher",) and run.expect_error is None for run in runs.values())
+    assert planned_pair("swift-opd-no-rewards", "4.3.2") == {}

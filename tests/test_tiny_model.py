@@ -61,5 +61,5 @@ def test_head64_variant_has_64_wide_heads_and_leaves_the_default_model_alone(bui
 
 
 def test_an_unknown_architecture_is_refused_with_the_choices(tmp_path):
-    with pytest.raises(ValueError, match="qwen2, qwen2-head64, gemma3"):
+    with pytest.raises(ValueError, match="qwen2, qwen2-head64, qwen2-untied, gemma3"):
         build_tiny_qwen2(tmp_path / "x", architecture="llama")

@@ -69,6 +69,16 @@ def test_a_run_of_zero_spread_steps_is_reported_even_when_weights_move():
     assert "3 optimizer steps in a row" in finding.problem
 
 
+def test_zero_reward_spread_is_no_stall_where_a_teacher_gives_the_advantage():
+    # ms-swift >= 4.4 OPD-RL (--teacher_model on GRPO): rewards are 0 by design, the teacher's log-ratio teaches.
+    spreadless = dict(zero_spread=[True] * SETTINGS.zero_spread_steps, optimizer_steps=4, trainer_steps=4)
+    assert diagnose(healthy(**spreadless), SETTINGS) is not None  # without a teacher: a stall
+    assert diagnose(healthy(teacher_signal=True, **spreadless), SETTINGS) is None
+    # Weights that did not move are still reported, without blaming the reward spread.
+    finding = diagnose(healthy(teacher_signal=True, changed_elements=0, **spreadless), SETTINGS)
+    assert finding is not None and "same reward" not in finding.cause
+
+
 def test_unchanged_weights_after_real_optimizer_steps_name_no_cause_the_evidence_does_not_show():
     # trl's own tests: the optimizer stepped, nothing was logged, and the watchdog saw no reward metrics.
     finding = diagnose(healthy(changed_elements=0, grad_norms=[], zero_spread=[], learning_rates=[]), SETTINGS)

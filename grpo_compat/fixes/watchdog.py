@@ -112,6 +112,9 @@ class Evidence:
     constant_rewards: list[str] | None = None
     masks_truncated: bool = False  # mask_truncated_completions: a truncated completion's tokens leave the loss
     peft_with_checkpointing: bool = False  # a PEFT model trained with gradient checkpointing
+    # A teacher's per-token log-ratio is part of the advantage (ms-swift >= 4.4 OPD-RL, --teacher_model on GRPO):
+    # a batch without reward spread still has advantages, and pure distillation has no reward functions at all.
+    teacher_signal: bool = False
 
     @property
     def changed_fraction(self) -> float:
@@ -215,7 +218,7 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
     unchanged = evidence.changed_elements == 0
     few_changed = evidence.changed_fraction < settings.min_changed_fraction
     if not (unchanged or few_changed):
-        longest = evidence.longest_zero_spread_run()
+        longest = 0 if evidence.teacher_signal else evidence.longest_zero_spread_run()
         if longest >= settings.zero_spread_steps:
             return _zero_advantage(
                 f"no group had any reward spread for {longest} {evidence.spread_source} in a row", evidence
@@ -233,7 +236,7 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
             "completions out of the loss, so no token was left to learn from",
             "raise max_completion_length so that completions can finish, or set mask_truncated_completions=False",
         )
-    if evidence.zero_spread and all(evidence.zero_spread):
+    if evidence.zero_spread and all(evidence.zero_spread) and not evidence.teacher_signal:
         return _zero_advantage(problem, evidence)
     if any(evidence.infinite_rewards):
         return Finding(

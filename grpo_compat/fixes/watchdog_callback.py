@@ -175,6 +175,7 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
             from grpo_compat.fixes.rewards import constant_on_dry_run
 
             self.evidence.constant_rewards = constant_on_dry_run(getattr(trainer, "reward_funcs", None))
+            self.evidence.teacher_signal = bool(getattr(trainer, "_has_teacher", False))  # ms-swift >= 4.4 OPD-RL
             optimizer = kwargs.get("optimizer")
             import torch
 

@@ -63,8 +63,9 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         choices=tuple(REWARDS),
         default="length",
         help="constant: every completion gets 1.0, so every advantage is 0 (KF-5 watchdog reproducer); none: every "
-        "reward None; inf: the first completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward "
-        "function without **kwargs; one-value: one reward per batch (reward-check reproducers)",
+        "reward None; some-none: the first completion of each batch gets None (ms-swift GDPO run); inf: the first "
+        "completion of each batch gets inf (watchdog reproducers); no-kwargs: a reward function without **kwargs; "
+        "one-value: one reward per batch (reward-check reproducers)",
     )
     p.add_argument(
         "--weights-dtype",
@@ -82,10 +83,11 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
         "--model-arch",
-        choices=("qwen2", "qwen2-head64", "gemma3"),
+        choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3"),
         default="qwen2",
         help="gemma3: a tiny Gemma3ForConditionalGeneration trained on text only (census row 33 reproducer); "
-        "qwen2-head64: 64-wide attention heads, as vLLM's CPU attention needs (the default with --vllm)",
+        "qwen2-head64: 64-wide attention heads, as vLLM's CPU attention needs (the default with --vllm); qwen2-untied: "
+        "an lm_head apart from the embeddings (Liger + ZeRO-3 reproducer)",
     )
     p.add_argument(
         "--vllm",
@@ -113,6 +115,17 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         choices=MULTI_TURN_CASES,
         help="trl: train with a local tool and local environments (grpo_compat.testing.multi_turn): tools (a tool "
         "and one environment), environments (two named ones), or one of the broken cases of its reproducers",
+    )
+    p.add_argument(
+        "--old-logps-override",
+        action="store_true",
+        help="trl: train with a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's "
+        "signature, as axolotl's AsyncGRPOTrainer did with trl 1.9 (axolotl #3971 reproducer)",
+    )
+    p.add_argument(
+        "--teacher",
+        action="store_true",
+        help="ms-swift >= 4.4: on-policy distillation (OPD-RL) from a second tiny model (seed 1), no reward function",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     p.add_argument(
@@ -163,6 +176,12 @@ def overflowing_reward(completions: list, **kwargs: Any) -> list[float]:
     return [math.inf, *(length_reward(completions[1:]))]
 
 
+def partly_unscorable_reward(completions: list, **kwargs: Any) -> list[float | None]:
+    # The first completion of each call cannot be scored (None), as a judge that fails on one answer returns
+    # (ms-swift #8123: GDPO normalised each reward with mean / std, so one None made every advantage NaN).
+    return [None, *length_reward(completions[1:])]
+
+
 def strict_length(completions: list) -> list[float]:
     # No **kwargs: trl passes prompts (and more) by keyword, so the first reward call fails.
     return length_reward(completions)
@@ -202,6 +221,7 @@ REWARDS = {
     "length": length_reward,
     "constant": constant_reward,
     "none": unscorable_reward,
+    "some-none": partly_unscorable_reward,
     "inf": overflowing_reward,
     "no-kwargs": strict_length,
     "one-value": one_value,
@@ -420,3 +440,40 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def with_trl_1_6_logps_signature(trainer_class: type) -> type:
+    """A GRPOTrainer subclass whose _get_per_token_logps_and_entropies has trl 1.6's parameters, no **kwargs."""
+
+    def _get_per_token_logps_and_entropies(
+        self: Any,
+        model: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        logits_to_keep: Any,
+        batch_size: Any = None,
+        compute_entropy: bool = False,
+        pixel_values: Any = None,
+        image_grid_thw: Any = None,
+        num_images: Any = None,
+        pixel_attention_mask: Any = None,
+        image_sizes: Any = None,
+        token_type_ids: Any = None,
+        mm_token_type_ids: Any = None,
+        image_position_ids: Any = None,
+    ) -> Any:
+        # trl 1.6's call, by keyword (trl >= 1.7 never gets here: its own call site passes keywords this lacks)
+        keywords = dict(batch_size=batch_size, compute_entropy=compute_entropy, pixel_values=pixel_values)
+        keywords.update(image_grid_thw=image_grid_thw, num_images=num_images, pixel_attention_mask=pixel_attention_mask)
+        keywords.update(image_sizes=image_sizes, token_type_ids=token_type_ids, mm_token_type_ids=mm_token_type_ids)
+        parent = super(subclass, self)._get_per_token_logps_and_entropies
+        return parent(
+            model, input_ids, attention_mask, logits_to_keep, image_position_ids=image_position_ids, **keywords
+        )
+
+    _get_per_token_logps_and_entropies.__qualname__ = f"OldSignatureGRPOTrainer.{METHOD_NAME}"  # as in a class body
+    subclass = type("OldSignatureGRPOTrainer", (trainer_class,), {METHOD_NAME: _get_per_token_logps_and_entropies})
+    return subclass
+
+
+METHOD_NAME = "_get_per_token_logps_and_entropies"

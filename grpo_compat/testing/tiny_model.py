@@ -141,12 +141,12 @@ def _text_sizes(ids: dict[str, int]) -> dict[str, int]:
 HEAD64_SIZES = dict(hidden_size=128, intermediate_size=256, num_attention_heads=2, num_key_value_heads=1)
 
 
-def _qwen2(ids: dict[str, int], **sizes: int) -> Any:
+def _qwen2(ids: dict[str, int], tied: bool = True, **sizes: int) -> Any:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
         **{**_text_sizes(ids), **sizes},
-        tie_word_embeddings=True,
+        tie_word_embeddings=tied,
         # 4.x defaults sliding_window to 4096 and warns under sdpa; unused anyway.
         use_sliding_window=False,
         sliding_window=None,
@@ -171,7 +171,16 @@ def _qwen2_head64(ids: dict[str, int]) -> Any:
     return _qwen2(ids, **HEAD64_SIZES)
 
 
-ARCHITECTURES = {"qwen2": _qwen2, "qwen2-head64": _qwen2_head64, "gemma3": _gemma3}
+# lm_head its own parameter, as in Qwen3-8B, and over DeepSpeed's default stage3_param_persistence_threshold (1e5
+# elements: 504 x 256): ZeRO-3 partitions it apart from the embeddings (Liger-Kernel #1048 reproducer).
+UNTIED_SIZES = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2)
+
+
+def _qwen2_untied(ids: dict[str, int]) -> Any:
+    return _qwen2(ids, tied=False, **UNTIED_SIZES)
+
+
+ARCHITECTURES = {"qwen2": _qwen2, "qwen2-head64": _qwen2_head64, "qwen2-untied": _qwen2_untied, "gemma3": _gemma3}
 
 
 def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
