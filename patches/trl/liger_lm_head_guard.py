@@ -31,16 +31,10 @@ PATCH_ID = "trl.liger-lm-head-guard"
 WHERE = "GRPOTrainer._get_last_hidden_state (TRL's Liger GRPO loss)"
 # Set while our compute_liger_loss wrapper runs: only it can reroute logits to the non-Liger loss.
 _REROUTABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("grpo_compat_liger_reroutable", default=False)
-_WARNED = "_grpo_compat_liger_logits_warned"
 
 
 class _LogitsInsteadOfHidden(Exception):
     """Carries "these are logits" from _get_last_hidden_state up to compute_liger_loss's wrapper."""
-
-
-def _model_argument(args: tuple, kwargs: dict) -> Any:
-    # trl 0.17 names it `model` (and unwraps inside); 0.18+ `unwrapped_model`.
-    return args[0] if args else kwargs.get("unwrapped_model", kwargs.get("model"))
 
 
 def _head_weight(trainer: Any, model: Any) -> Any:
@@ -50,10 +44,11 @@ def _head_weight(trainer: Any, model: Any) -> Any:
 
 def checked_hidden_state(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     from grpo_compat.core.errors import LMHeadShapeError
+    from grpo_compat.fixes.liger import model_argument
     from grpo_compat.fixes.shapes import LOGITS, lm_head_shape, logits_message, projection_input
 
     hidden = wrapped(trainer, *args, **kwargs)
-    head = lm_head_shape(_head_weight(trainer, _model_argument(args, kwargs)))
+    head = lm_head_shape(_head_weight(trainer, model_argument(args, kwargs)))
     if head is None or getattr(hidden, "ndim", 0) < 1:
         return hidden  # nothing to judge against: upstream's own behaviour
     if projection_input(hidden.shape, head, WHERE) == LOGITS:
@@ -71,20 +66,14 @@ def liger_loss_or_fallback(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any
         pass  # handled below, outside the except block: no chained traceback if the fallback fails
     finally:
         _REROUTABLE.reset(token)
-    from grpo_compat.core.logs import log
-    from grpo_compat.core.wrapping import bound_arguments
+    from grpo_compat.fixes.liger import non_liger_loss
 
-    bound = bound_arguments(wrapped, trainer, *args, **kwargs)
-    if not getattr(trainer, _WARNED, False):
-        setattr(trainer, _WARNED, True)
-        log(
-            "warning",
-            "%s: the model's backbone returned logits, not hidden states (its base_model / .model already applies "
-            "lm_head), so Liger's fused loss cannot be used; computing TRL's non-Liger GRPO loss instead "
-            "(one more forward per step). Set use_liger_loss / use_liger_kernel to False to skip the wasted pass.",
-            PATCH_ID,
-        )
-    return trainer._compute_loss(_model_argument(args, kwargs), bound.get("inputs"))
+    why = (
+        "the model's backbone returned logits, not hidden states (its base_model / .model already applies lm_head), "
+        "so Liger's fused loss cannot be used; computing TRL's non-Liger GRPO loss instead (one more forward per "
+        "step). Set use_liger_loss / use_liger_kernel to False to skip the wasted pass."
+    )
+    return non_liger_loss(wrapped, trainer, args, kwargs, why, PATCH_ID)
 
 
 patch_each(

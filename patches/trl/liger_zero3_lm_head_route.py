@@ -30,8 +30,9 @@ def _partitioned_head(trainer: Any, args: tuple, kwargs: dict) -> list[Any]:
     plugin = getattr(getattr(getattr(trainer, "accelerator", None), "state", None), "deepspeed_plugin", None)
     if plugin is None or getattr(plugin, "zero_stage", None) != 3:
         return []
-    model = args[0] if args else kwargs.get("unwrapped_model", kwargs.get("model"))  # trl 0.17 names it model
-    head = getattr(trainer.accelerator.unwrap_model(model), "lm_head", None)
+    from grpo_compat.fixes.liger import model_argument
+
+    head = getattr(trainer.accelerator.unwrap_model(model_argument(args, kwargs)), "lm_head", None)
     from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
 
     params = [p for p in (getattr(head, "weight", None), getattr(head, "bias", None)) if p is not None]
@@ -39,9 +40,6 @@ def _partitioned_head(trainer: Any, args: tuple, kwargs: dict) -> list[Any]:
     if any(getattr(p, "ds_status", ZeroParamStatus.AVAILABLE) != ZeroParamStatus.AVAILABLE for p in params):
         return params
     return []
-
-
-_WARNED = "_grpo_compat_liger_zero3_warned"
 
 
 @patch(
@@ -54,17 +52,11 @@ _WARNED = "_grpo_compat_liger_zero3_warned"
 def non_liger_loss_for_a_sharded_head(wrapped: Any, trainer: Any, *args: Any, **kwargs: Any) -> Any:
     if not _partitioned_head(trainer, args, kwargs):
         return wrapped(trainer, *args, **kwargs)  # a whole lm_head: upstream's fused loss works
-    from grpo_compat.core.logs import log
-    from grpo_compat.core.wrapping import bound_arguments
+    from grpo_compat.fixes.liger import non_liger_loss
 
-    if not getattr(trainer, _WARNED, False):
-        setattr(trainer, _WARNED, True)
-        log(
-            "warning",
-            "%s: DeepSpeed ZeRO-3 holds lm_head as a shard and this trl hands Liger's fused loss the shard itself "
-            "(the step would fail with 'The size of tensor a (0) must match ...'); computing TRL's non-Liger GRPO "
-            'loss instead, which gathers it through the model. pip install "trl>=1.6" gathers it for Liger.',
-            "trl.liger-zero3-lm-head-route",
-        )
-    model = args[0] if args else kwargs.get("unwrapped_model", kwargs.get("model"))
-    return trainer._compute_loss(model, bound_arguments(wrapped, trainer, *args, **kwargs).get("inputs"))
+    why = (
+        "DeepSpeed ZeRO-3 holds lm_head as a shard and this trl hands Liger's fused loss the shard itself (the step "
+        "would fail with 'The size of tensor a (0) must match ...'); computing TRL's non-Liger GRPO loss instead, "
+        'which gathers it through the model. pip install "trl>=1.6" gathers it for Liger.'
+    )
+    return non_liger_loss(wrapped, trainer, args, kwargs, why, "trl.liger-zero3-lm-head-route")
