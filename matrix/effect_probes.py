@@ -359,6 +359,12 @@ def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
     return False
 
 
+def _a_resumed_trainer_between_generations_gets_completions() -> bool:
+    trainer = _tiny_grpo_trainer(num_iterations=2, max_completion_length=4)
+    trainer.state.global_step = 1  # as restored from checkpoint-1: trl 0.16 reuses the (unsaved) buffer here
+    return trainer._prepare_inputs([{"prompt": "a"}, {"prompt": "a"}]) is not None
+
+
 # Patches no single process can show, each with why (their reproducers prove them in the matrix).
 def _unresolvable_vllm_server_is_refused_at_once() -> bool:
     try:
@@ -658,6 +664,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
     "liger-zero3-empty-lm-head",
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
+    "trl.resume-generation-buffer": _a_resumed_trainer_between_generations_gets_completions,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,
     "trl.reward-count-check": _one_reward_for_a_batch_is_refused_at_the_step,
     "trl.logps-trim-logits": _a_model_ignoring_logits_to_keep_gets_the_columns_it_was_asked_for,

@@ -836,3 +836,17 @@ REPRODUCERS += (
         checks=("ranks",),
     ),
 )
+# trl #3247: num_iterations=2, a trainer resumed from checkpoint-1 (between two generation steps) reads the buffer of
+# completions the checkpoint does not hold. Its do-no-harm twin (checkpoint-2) is the pair resume-at-generation.
+REPRODUCERS += (
+    Reproducer(
+        id="resume-between-generations",
+        patch="trl.resume-generation-buffer",
+        script="grpo",
+        requires=("trl>=0.16,<0.17",),
+        settings=("num_iterations=2",),
+        flags=("--steps", "4", "--resume-from-step", "1"),
+        upstream=r"TypeError: 'NoneType' object is not subscriptable",
+        patched=None,
+    ),
+)

@@ -103,6 +103,12 @@ OPD_RL = ("ms-swift>=4.4",)
 # trl 0.18-0.24 take the Liger GRPO loss as use_liger_loss (0.25 on: use_liger_kernel, which also patches the model
 # with Triton kernels that do not run on CPU).
 LIGER_LOSS_FLAG = ("trl>=0.18,<0.25",)
+# trl #3247 (catalogue trl-0.16-resume-empty-buffer): num_iterations=2, 4 steps saved every step, resumed from
+# checkpoint-2, a generation step. Upstream resumes it with the uninterrupted run's weights (measured on trl 0.16.1);
+# trl.resume-generation-buffer must leave it so (its reproducer resumes from checkpoint-1, between generations).
+RESUME_AT_GENERATION = ("trl>=0.16,<0.17",)
+RESUME_SETTINGS = ("num_iterations=2",)
+RESUMED_AT = 2
 
 
 def _pair(
@@ -210,6 +216,9 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("swift-opd-no-rewards", "swift", flags=("--teacher",))
     else:
         runs += _pair("single", "grpo")
+        if window_problem(RESUME_AT_GENERATION, versions) is None:
+            resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
+            runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))
@@ -361,6 +370,13 @@ def failed_checks(run: Run, result: dict) -> list[str]:
             f"the run did not go through trl's environment path: {result.get('environment_resets')} environment "
             f"resets, tools {result.get('tools')}"
         )
+    if "resumed" in run.checks:
+        ran, after = result.get("resumed_steps_run"), (result.get("steps") or 0) - RESUMED_AT
+        if ran != after:
+            found.append(f"the resumed trainer ran {ran} steps, not the {after} after checkpoint-{RESUMED_AT}")
+        resumed, uninterrupted = result.get("weights_sha256"), result.get("uninterrupted_weights_sha256")
+        if not resumed or resumed != uninterrupted:
+            found.append(f"resumed weights {str(resumed)[:12]} differ from the uninterrupted run's {uninterrupted}")
     engine = result.get("engine_gradient_accumulation_steps"), result.get("engine_optimizer_steps")
     trainer = result.get("trainer_gradient_accumulation_steps"), result.get("steps")
     if "accumulation" in run.checks and engine != trainer:
@@ -378,6 +394,11 @@ def checked(run: Run, result: dict) -> str:
         shown.append(f"changed on ranks {result.get('changed_on_ranks')}")
     if "kl" in run.checks:
         shown.append(f"kl per step [{', '.join(f'{value:.2g}' for value in result.get('kl_per_step') or [])}]")
+    if "resumed" in run.checks:
+        shown.append(
+            f"resumed after {RESUMED_AT} steps for {result.get('resumed_steps_run')} more: weights "
+            f"{str(result.get('weights_sha256'))[:12]}, the uninterrupted run's"
+        )
     if "multi-turn" in run.checks:
         shown.append(
             f"{result.get('environment_resets')} environment resets, tools {', '.join(result.get('tools') or [])}"

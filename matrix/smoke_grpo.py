@@ -25,6 +25,7 @@ from unittest import mock
 from grpo_compat.testing import multi_turn
 from grpo_compat.testing.ranks import answers_of_all_ranks, changed_locally, deepspeed_accounting, local_parameters
 from grpo_compat.testing.smoke import (
+    digest,
     ignore_logits_to_keep,
     last_logged,
     parse_args,
@@ -66,6 +67,8 @@ def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -
         wanted.update(use_vllm=True, vllm_mode=args.vllm, vllm_gpu_memory_utilization=0.1)
     if args.multi_turn:  # random tokens may call tools on and on: 2 rounds show the loop at smoke cost
         wanted.update(max_tool_calling_iterations=2)
+    if args.resume_from_step:
+        wanted.update(save_strategy="steps", save_steps=args.resume_from_step)
     wanted.update(args.config_overrides)
     known = {f.name for f in dataclasses.fields(config_cls)}
     if args.keep_unknown_settings:
@@ -117,6 +120,22 @@ def visible_gpus(count: int) -> Iterator[None]:
         yield
 
 
+class StepsRun:
+    """A trainer callback: the optimizer steps this trainer ran itself (a resumed one: those after its checkpoint)."""
+
+    def __init__(self, result: dict) -> None:
+        self.result = result
+        result["resumed_steps_run"] = 0
+
+    def on_step_end(self, *_: Any, **__: Any) -> None:
+        self.result["resumed_steps_run"] += 1
+
+    def __getattr__(self, event: str) -> Any:  # every other event of transformers' TrainerCallback: nothing to do
+        if not event.startswith("on_"):
+            raise AttributeError(event)
+        return lambda *_, **__: None
+
+
 def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     import grpo_compat
 
@@ -163,20 +182,35 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     result["phase"] = "model"
     if args.old_logps_override:
         GRPOTrainer = with_trl_1_6_logps_signature(GRPOTrainer)
-    trainer = GRPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=prompts(args),
-        eval_dataset=prompts(args) if args.evaluate_first else None,
-        peft_config=lora_config() if args.lora else None,
-        # Gemma-3's processor wants image settings the text-only tiny model has none of: its tokenizer, as users pass.
-        **(
-            {"processing_class": transformers.AutoTokenizer.from_pretrained(model_dir)}
-            if args.model_arch == "gemma3"
-            else {}
-        ),
-        **({"reward_funcs": reward_function(args)} | multi_turn_arguments(args, model_dir)),
-    )
+
+    def new_trainer() -> Any:
+        return GRPOTrainer(
+            model=model,
+            args=config,
+            train_dataset=prompts(args),
+            eval_dataset=prompts(args) if args.evaluate_first else None,
+            peft_config=lora_config() if args.lora else None,
+            # Gemma-3's processor wants image settings the text-only tiny model has none of: its tokenizer, as
+            # users pass.
+            **(
+                {"processing_class": transformers.AutoTokenizer.from_pretrained(model_dir)}
+                if args.model_arch == "gemma3"
+                else {}
+            ),
+            **({"reward_funcs": reward_function(args)} | multi_turn_arguments(args, model_dir)),
+        )
+
+    trainer = new_trainer()
+    resume_from = None
+    if args.resume_from_step and not isinstance(model, str):
+        raise ValueError("--resume-from-step trains the model twice from its path: use it without model options")
+    if args.resume_from_step:  # the run a crash interrupted, whole; then a new process's trainer resumes it
+        result["phase"] = "train"
+        trainer.train()
+        result["uninterrupted_weights_sha256"] = digest(snapshot(trainer.model))
+        trainer = new_trainer()
+        resume_from = os.path.join(output_dir, f"checkpoint-{args.resume_from_step}")
+        trainer.add_callback(StepsRun(result))
     result["phase"] = "train"
     if args.vllm_sync_lost:  # as the reported stale-weights bugs did: vLLM never receives the updated weights
         engine = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
@@ -187,7 +221,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     held_before = local_parameters(trainer.model)
     before = snapshot(trainer.model)
     started = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_from)
     result["train_time_s"] = round(time.perf_counter() - started, 3)
     after = snapshot(trainer.model)
     # Each rank judges the values it holds itself (its ZeRO-3 partition); rank 0 writes every answer.

@@ -31,7 +31,8 @@ WATCHDOG_HEADLINES = (*HEADLINES, SAMPLING_FAILED)
 RESULT_FIELDS = (
     "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "
     "config_fields_dropped train_time_s phase changed_on_ranks kl_per_step trainer_gradient_accumulation_steps "
-    "engine_gradient_accumulation_steps engine_optimizer_steps grad_norms trainable_params environment_resets tools"
+    "engine_gradient_accumulation_steps engine_optimizer_steps grad_norms trainable_params environment_resets tools "
+    "uninterrupted_weights_sha256"
 ).split()
 
 
@@ -126,6 +127,13 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         "--teacher",
         action="store_true",
         help="ms-swift >= 4.4: on-policy distillation (OPD-RL) from a second tiny model (seed 1), no reward function",
+    )
+    p.add_argument(
+        "--resume-from-step",
+        type=int,
+        metavar="N",
+        help="trl: train --steps steps saving a checkpoint every N, then train a new trainer resumed from "
+        "checkpoint-N (census row 42 reproducer); the uninterrupted run's digest is kept beside the resumed one's",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     p.add_argument(
