@@ -32,6 +32,26 @@ def test_a_message_during_a_progress_bar_starts_on_a_line_of_its_own():
     assert before.rpartition("\n")[2].rpartition("\r")[2] == "", repr(before)  # nothing of the bar before it
 
 
+def test_a_patch_says_a_thing_of_one_trainer_once_and_of_another_trainer_again():
+    result = run_python(
+        """
+        from types import SimpleNamespace
+        from grpo_compat.core.logs import log_once
+        first, second = SimpleNamespace(), SimpleNamespace()
+        for trainer in (first, first, second):
+            log_once(trainer, "warning", "resumed at step %d", "trl.some-patch", 3)
+        log_once(first, "warning", "another patch's word", "trl.other-patch")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[grpo_compat]")]
+    assert lines == [
+        "[grpo_compat] WARNING trl.some-patch: resumed at step 3",
+        "[grpo_compat] WARNING trl.some-patch: resumed at step 3",
+        "[grpo_compat] WARNING trl.other-patch: another patch's word",
+    ]
+
+
 def test_logging_imports_no_progress_bar_library_itself():
     result = run_python(
         """

@@ -36,6 +36,14 @@ def log(level: str, message: str, *args: object) -> None:
         getattr(logger, level)(message, *args)
 
 
+def log_once(owner: object, level: str, message: str, patch_id: str, *args: object) -> None:
+    """``log`` "<patch_id>: <message>" the first time the patch says it of ``owner`` (a trainer), not every step."""
+    said = f"_grpo_compat_{patch_id}_logged"
+    if not getattr(owner, said, False):
+        setattr(owner, said, True)
+        log(level, "%s: " + message, patch_id, *args)
+
+
 def _handler_above_progress_bars(logging):
     """A stderr handler that prints above a running tqdm bar (the Trainer's), never onto the bar's line."""
 

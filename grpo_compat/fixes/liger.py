@@ -16,13 +16,10 @@ def model_argument(args: tuple, kwargs: dict) -> Any:
 
 def non_liger_loss(wrapped: Any, trainer: Any, args: tuple, kwargs: dict, why: str, patch_id: str) -> Any:
     """TRL's non-Liger loss for the inputs of ``wrapped`` (compute_liger_loss); ``why`` is logged once per trainer."""
-    from grpo_compat.core.logs import log
+    from grpo_compat.core.logs import log_once
     from grpo_compat.core.wrapping import bound_arguments
 
-    warned = f"_grpo_compat_{patch_id}_warned"
-    if not getattr(trainer, warned, False):
-        setattr(trainer, warned, True)
-        log("warning", "%s: " + why, patch_id)
+    log_once(trainer, "warning", why, patch_id)
     return trainer._compute_loss(
         model_argument(args, kwargs), bound_arguments(wrapped, trainer, *args, **kwargs).get("inputs")
     )

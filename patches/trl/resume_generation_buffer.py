@@ -25,8 +25,6 @@ from typing import Any
 
 from grpo_compat.core.registry import patch
 
-_WARNED = "_grpo_compat_resume_buffer_warned"
-
 
 @patch(
     id="trl.resume-generation-buffer",
@@ -39,18 +37,17 @@ def generate_into_an_empty_buffer(wrapped: Any, trainer: Any, inputs: Any, *args
     reuses = not trainer.control.should_evaluate and trainer.state.global_step % trainer.num_iterations != 0
     slot = trainer._step % trainer.args.gradient_accumulation_steps
     if reuses and trainer._buffered_inputs[slot] is None:
-        if not getattr(trainer, _WARNED, False):
-            from grpo_compat.core.logs import log
+        from grpo_compat.core.logs import log_once
 
-            setattr(trainer, _WARNED, True)
-            log(
-                "warning",
-                "%s: resumed at step %d, between two generation steps (num_iterations=%d): the completions this "
-                "trl would reuse were not saved in the checkpoint (it would train on None); generating them "
-                'anew, as trl >= 0.17 does. pip install "trl>=0.17" does this itself.',
-                "trl.resume-generation-buffer",
-                trainer.state.global_step,
-                trainer.num_iterations,
-            )
+        log_once(
+            trainer,
+            "warning",
+            "resumed at step %d, between two generation steps (num_iterations=%d): the completions this trl would "
+            "reuse were not saved in the checkpoint (it would train on None); generating them anew, as trl >= 0.17 "
+            'does. pip install "trl>=0.17" does this itself.',
+            "trl.resume-generation-buffer",
+            trainer.state.global_step,
+            trainer.num_iterations,
+        )
         trainer._buffered_inputs[slot] = trainer._generate_and_score_completions(inputs)
     return wrapped(trainer, inputs, *args, **kwargs)
