@@ -60,7 +60,7 @@ def _run(args: argparse.Namespace, project: MatrixProject) -> int:
     from grpo_compat.matrix.runner import run_matrix
 
     if args.jobs < 1:
-        raise InputError(f"--jobs {args.jobs}: expected 1 or more cells at a time")
+        raise InputError(f"--jobs {args.jobs}: expected 1 or more runs at a time")
     wheelhouse = _folder("--wheelhouse", args.wheelhouse, Path(), must_exist=True) if args.wheelhouse else None
     results = _folder("--results", args.results, project.results)
     junit = Path(args.junit).resolve() if args.junit else None
@@ -158,7 +158,7 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--quick", action="store_true", help="only the cells file's quick cells (and quick variants)")
     run.add_argument("--runs", default="*", help="only run kinds matching this glob, e.g. 'harm:*' (default: all)")
     run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    run.add_argument("--jobs", type=int, default=1, help="cells run at the same time (default 1)")
+    run.add_argument("--jobs", type=int, default=1, help="runs at the same time, across all cells (default 1)")
     run.add_argument("--results", help="results folder (default: ./grpo-matrix-results, here .matrix/results)")
     run.add_argument("--envs", help="where cell envs are built (default: ~/.cache/grpo-compat/matrix/envs)")
     run.add_argument("--wheelhouse", help="offline: install every package from this folder of wheels")
