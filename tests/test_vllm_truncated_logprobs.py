@@ -90,3 +90,20 @@ def test_vllm_logprobs_get_the_log_of_the_kept_mass_back_and_a_missing_one_stays
     )
     assert corrected[0] == pytest.approx(math.log(0.5))  # what the trainer computes over the full vocabulary
     assert corrected[1] is None
+
+
+# trl #6166's traceback (trl 0.29-1.10 with vLLM): the same message from an unrelated torch.tensor call is only
+# "possibly" this record, and only on the versions that raise it.
+NAN_LOGPROB_TRACEBACK = """\
+  File ".../trl/trainer/grpo_trainer.py", line 2018, in _generate_and_score_completions
+    sampling_per_token_logps = [torch.tensor(logps) for logps in sampling_per_token_logps_list]
+RuntimeError: Could not infer dtype of NoneType
+"""
+
+
+@pytest.mark.parametrize(("trl", "named"), [("1.9.0", True), ("1.10.0", True), ("1.11.0", False), ("1.16.0", False)])
+def test_a_none_log_prob_crash_is_named_on_the_trl_versions_that_raise_it(trl, named):
+    from grpo_compat.catalogue.log_matching import explain
+
+    explanation = explain(NAN_LOGPROB_TRACEBACK, given={"trl": trl, "vllm": "0.20.0"}, installed={})
+    assert ("trl-vllm-nan-logprob-none" in [match.failure.id for match in explanation.matches]) is named
