@@ -48,8 +48,10 @@ def logprobs_on_full_vocabulary(wrapped: Any, trainer: Any, prompts: Any, *args:
     from grpo_compat.fixes.vllm_truncation import on_full_vocabulary, sampling_truncation
 
     truncation = sampling_truncation(trainer)
+    if not truncation.truncates or truncation.temperature <= 0:  # upstream's own result, untouched
+        return generated
     prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, *rest = generated
-    if not truncation.truncates or truncation.temperature <= 0 or not _corrects(trainer, tool_mask, logprobs, images):
+    if not _corrects(trainer, tool_mask, logprobs, images):
         return generated
     from grpo_compat.core.logs import log_once
 
