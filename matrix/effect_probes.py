@@ -663,6 +663,9 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.refuse-outdated-logps-override": _outdated_logps_override_is_refused,
     "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
     "liger-zero3-empty-lm-head",
+    "trl.vllm-truncated-logprobs": "acts on the log-probs a vLLM engine returns from truncated sampling, which only a "
+    "started engine gives: matrix reproducer vllm-truncated-sampling (the logged importance ratio, plain vs patched); "
+    "its arithmetic is tested against vLLM's sampler (tests/test_vllm_truncated_logprobs.py)",
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
     "trl.resume-generation-buffer": _a_resumed_trainer_between_generations_gets_completions,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,

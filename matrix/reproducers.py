@@ -689,6 +689,22 @@ REPRODUCERS += (
         patched=r"VLLMWeightsError: after a weight sync, vLLM generates with weights that are not the policy's",
     ),
     Reproducer(
+        id="vllm-truncated-sampling",
+        patch="trl.vllm-truncated-logprobs",
+        script="grpo",
+        # top_p=0.8: vLLM renormalises its log-probs over the tokens kept (about 0.8 of the tiny model's near-uniform
+        # mass), the trainer scores the full vocabulary, and trl's sequence-level importance ratio (default
+        # sequence_mask) is the product of the kept mass over the 8 completion tokens: about 0.8^8. Patched: about 1.
+        # (top_k=8 drives it to 1e-12; on this near-uniform model its boundary token holds 1/9 of the kept mass, so
+        # the engines' 1e-3 logit disagreement can move the patched ratio by 0.1 a token: top_p shows the fix cleanly.)
+        requires=("trl>=1.12", "vllm"),
+        settings=("top_p=0.8",),
+        flags=("--vllm", "colocate"),
+        checks=("is-ratio",),
+        upstream=r"vLLM importance-sampling ratio averaged [\d.e-]+ over the run's steps",
+        patched=None,
+    ),
+    Reproducer(
         id="removed-setting",
         patch="trl.grpo-config-settings",
         script="grpo",

@@ -17,6 +17,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import mean
 
 from grpo_compat.core.versions import window_problem
 from grpo_compat.matrix import launchers
@@ -350,6 +351,11 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
     return "pass", "trained" + (f" ({shown})" if shown else "")
 
 
+# trl's logged sampling/importance_sampling_ratio/mean when vLLM and the trainer score the same distribution with the
+# same weights: 1 up to the engines' numerical disagreement (about 1e-3 on the tiny model, fp32).
+IS_RATIO_AGREES = (0.9, 1.1)
+
+
 def failed_checks(run: Run, result: dict) -> list[str]:
     """What the run's CHECKS found wrong in a result that trained, one sentence each."""
     warnings = result.get("watchdog_warnings") or []
@@ -377,6 +383,12 @@ def failed_checks(run: Run, result: dict) -> list[str]:
         resumed, uninterrupted = result.get("weights_sha256"), result.get("uninterrupted_weights_sha256")
         if not resumed or resumed != uninterrupted:
             found.append(f"resumed weights {str(resumed)[:12]} differ from the uninterrupted run's {uninterrupted}")
+    is_ratios = result.get("is_ratio_per_step") or []
+    if "is-ratio" in run.checks and not (is_ratios and IS_RATIO_AGREES[0] <= mean(is_ratios) <= IS_RATIO_AGREES[1]):
+        found.append(
+            f"vLLM importance-sampling ratio averaged {mean(is_ratios) if is_ratios else 'nothing'} over the run's "
+            f"steps, not within {IS_RATIO_AGREES} (vLLM and the trainer score the same weights): {is_ratios}"
+        )
     engine = result.get("engine_gradient_accumulation_steps"), result.get("engine_optimizer_steps")
     trainer = result.get("trainer_gradient_accumulation_steps"), result.get("steps")
     if "accumulation" in run.checks and engine != trainer:

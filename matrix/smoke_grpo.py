@@ -38,6 +38,8 @@ from grpo_compat.testing.smoke import (
     with_trl_1_6_logps_signature,
 )
 
+IS_RATIO = "sampling/importance_sampling_ratio/mean"
+
 
 def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -> tuple[dict, list[str]]:
     """GRPOConfig kwargs for the installed trl: requested fields it lacks are dropped and named."""
@@ -231,6 +233,9 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     logs = trainer.state.log_history
     result["kl_per_step"] = [entry["kl"] for entry in logs if "kl" in entry]
     result["grad_norms"] = [entry["grad_norm"] for entry in logs if "grad_norm" in entry]
+    # trl's vLLM importance-sampling correction, as logged: the per-step mean ratio of the trainer's to vLLM's
+    # log-probs (1 when both score the same distribution; census row 40).
+    result["is_ratio_per_step"] = [entry[IS_RATIO] for entry in logs if IS_RATIO in entry]
     if args.multi_turn:  # the run went through trl's environment path: its rollouts reset environments
         result["environment_resets"] = len(multi_turn.RESETS)
         result["tools"] = sorted(tool.__name__ for tool in getattr(trainer, "tools", None) or [])
