@@ -519,11 +519,30 @@ def _swift_rlhf_arguments(**arguments: Any) -> Callable[[], Any]:
 
 
 def _swift_single_generation_is_refused_with_a_fix() -> bool:
+    from grpo_compat.core.versions import installed_version, release
+
+    if release(installed_version("ms-swift") or "4") < (4,):  # 3.0-3.4: the patch's one rule, sequence parallel
+        return _refused_before_loading(_swift_rlhf_arguments(sequence_parallel_size=2), GRPOSettingsError)
     # ms-swift 4.x skips trl's GRPOConfig checks: only the patch refuses it before the model lookup.
     return _refused_before_loading(_swift_rlhf_arguments(num_generations=1), GRPOSettingsError)
 
 
 def _swift_3_5_grpo_on_trl_0_20_is_refused() -> bool:
+    return _refused_before_loading(_swift_rlhf_arguments(), UnsupportedCombinationError)
+
+
+def _swift_3_2_0_grpo_on_trl_0_16_is_refused() -> bool:
+    from types import SimpleNamespace
+
+    rlhf = _swift("swift.pipelines.train.rlhf", "swift.llm.train.rlhf")
+    text_model = SimpleNamespace(rlhf_type="grpo", model_meta=SimpleNamespace(is_multimodal=False))
+    # Upstream loads the models from these arguments (it fails on the stand-in): the patch refuses first.
+    return _refused_before_loading(
+        lambda: rlhf.SwiftRLHF._prepare_model_tokenizer(SimpleNamespace(args=text_model)), UnsupportedCombinationError
+    )
+
+
+def _swift_grpo_on_trl_taking_missing_packages_for_installed_is_refused() -> bool:
     return _refused_before_loading(_swift_rlhf_arguments(), UnsupportedCombinationError)
 
 
@@ -678,6 +697,8 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.grpo-config-settings": _misspelt_setting_is_named_with_the_setting_meant,
     "trl.token-normalisation-scale": _dapo_loss_is_scaled_to_the_accumulation_steps,
     "swift.refuse-trl-0.20-on-swift-3.5": _swift_3_5_grpo_on_trl_0_20_is_refused,
+    "swift.refuse-trl-0.16-on-swift-3.2.0": _swift_3_2_0_grpo_on_trl_0_16_is_refused,
+    "swift.refuse-trl-optional-imports": _swift_grpo_on_trl_taking_missing_packages_for_installed_is_refused,
     "swift.reward-names-check": _unregistered_swift_reward_is_refused_before_the_models,
     "swift.arguments-not-taken": _misspelt_swift_argument_is_named_with_the_argument_meant,
     "trl.peft-input-grads": _peft_inputs_require_grad_under_reentrant_checkpointing,
@@ -689,7 +710,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     **NO_IN_PROCESS_EFFECT,
     # Shown in the swift-4.6-deepspeed cell: ms-swift 4 with DeepSpeed.
     "swift.deepspeed-agreement": _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config,
-    # Its 3.0-3.4 rule (sequence parallel) has no cell; ms-swift 4 shows the batch rules.
+    # ms-swift 4 shows the batch rules; 3.0-3.4 (cell swift-3.2-trl0.16) the sequence-parallel rule.
     "swift.grpo-arguments-check": _swift_single_generation_is_refused_with_a_fix,
 }
 

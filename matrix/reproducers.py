@@ -634,6 +634,30 @@ REPRODUCERS += (
         breaks_every_run=True,
     ),
     Reproducer(
+        id="swift-trl-0.16-temperature",
+        patch="swift.refuse-trl-0.16-on-swift-3.2.0",
+        script="swift",
+        requires=("ms-swift>=3.2.0,<3.2.1", "trl>=0.16,<0.17", "transformers>=4.49"),
+        settings=(),
+        upstream=r"'GRPOTrainer' object has no attribute 'temperature'",
+        patched=r"UnsupportedCombinationError: ms-swift 3\.2\.0[\d.post]* with trl 0\.16[\d.]* with transformers "
+        r"[\d.]+ cannot train GRPO on a text model",
+        breaks_every_run=True,
+    ),
+    Reproducer(
+        id="swift-trl-optional-imports",
+        patch="swift.refuse-trl-optional-imports",
+        script="swift",
+        # ms-swift 4.6 corrects trl 0.27-0.28's late reads of the flags (they train): the cells are 4.6 + trl 0.26
+        # and 4.5 + trl 0.28, where no ms-swift correction reaches trl's reads.
+        requires=("ms-swift>=4.1", "trl>=0.19,<0.29", "transformers>=5.3"),
+        settings=(),
+        upstream=r"No module named '(mergekit|weave|vllm)'",
+        patched=r"UnsupportedCombinationError: ms-swift 4\.[\d.]+ with trl 0\.2[\d.]+ with transformers 5\.[\d.]+ "
+        r"cannot train GRPO: transformers >= 5\.3 returns a \(found, version\) pair",
+        breaks_every_run=True,
+    ),
+    Reproducer(
         id="num-logits-to-keep-ignored",
         patch="trl.refuse-trl-0.14-on-transformers-4.52",
         script="num-logits-to-keep",

@@ -22,9 +22,13 @@ WRAPPING_ORDER = (
     # GRPOTrainer.training_step (their windows do not meet: trl >= 0.22 needs transformers >= 4.55, not 4.48)
     "trl.accumulation-steps-default",  # the attribute upstream's loss reads, for the whole step
     "trl.deepspeed-gas-double-scaling",
-    # ms-swift 3.x RLHFArguments.__post_init__
+    # ms-swift RLHFArguments.__post_init__ (3.x, 4.x)
     "swift.refuse-trl-0.20-on-swift-3.5",
+    "swift.refuse-trl-optional-imports",
     "swift.grpo-arguments-check",
+    # ms-swift SwiftRLHF._prepare_model_tokenizer (the windows do not meet: ms-swift 3.2.0 / >= 3.5)
+    "swift.refuse-trl-0.16-on-swift-3.2.0",
+    "swift.reward-names-check",
     # ms-swift GRPOTrainer.__init__ (both act on the trainer upstream has just built)
     "swift.reward-count-check",  # wraps the reward functions after the dry run called them unwrapped
     "swift.reward-dry-run",

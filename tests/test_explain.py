@@ -24,6 +24,7 @@ SKEW_LOGS = {
     "r16_trl0.27.0_tf4.56.2_grpo_evalfirst.log": "trl-current-gradient-accumulation-steps",
     "r17_trl0.14.0_tf4.45.2.log": "trl-processing-class-transformers-4.45",
     "rsw_swift3.5.3_trl0.20.0_tf4.52.4.log": "swift-3.5-trl-0.20",
+    "rsw_swift3.2.0_trl0.16.1_tf4.49.0.log": "swift-3.2.0-trl-0.16-temperature",  # ms-swift #3470
     "rsw_swift4.6.0_trl0.26.2_tf5.19.0.log": "trl-optional-imports-transformers-5.3",
     "rsw_swift3.12.6_trl0.24.0_tf4.57.6_teacher.log": "swift-grpo-teacher-without-opd",  # ms-swift #9928
     # a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (axolotl #3971)
