@@ -31,6 +31,9 @@ class Reproducer:
     # A version skew: upstream fails every run of a cell in the window, so the cell's plain smoke runs expect
     # `upstream` too (a probe's skew is silent: they train, wrongly) and their patched twins `patched` (or train).
     breaks_every_run: bool = False
+    # A skew that stops trl's trainer from importing: the cell's effects run can show only this patch's effect
+    # (the other patches' probes import what the cell cannot); their effects are shown in cells that import it.
+    breaks_import: bool = False
     # The id of its record in grpo_compat/catalogue/failures.toml: given only when the patch names several
     # (its catalogue=); otherwise the patch's one record.
     failure: str = ""
@@ -656,6 +659,7 @@ REPRODUCERS += (
         patched=r"UnsupportedCombinationError: ms-swift 4\.[\d.]+ with trl 0\.2[\d.]+ with transformers 5\.[\d.]+ "
         r"cannot train GRPO: transformers >= 5\.3 returns a \(found, version\) pair",
         breaks_every_run=True,
+        breaks_import=True,
     ),
     Reproducer(
         id="num-logits-to-keep-ignored",

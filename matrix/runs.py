@@ -184,13 +184,16 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
     else:
         patched = dict(expectation=f"trains where plain fails ({skew.patch})")
     runs = [replace(run, **(plain if run.mode == "plain" else patched)) for run in runs if run.kind in SMOKE_KINDS]
-    return runs + [run for run in _reproducer_runs(versions) if run.kind == f"repro:{skew.id}"] + effect_runs(versions)
+    effects = effect_runs(versions, only=skew.patch if skew.breaks_import else None)
+    return runs + [run for run in _reproducer_runs(versions) if run.kind == f"repro:{skew.id}"] + effects
 
 
-def effect_runs(versions: dict[str, str | None]) -> list[Run]:
-    """One run that shows, in this process, the effect of every patch in the cell's window (matrix/effect_probes.py)."""
+def effect_runs(versions: dict[str, str | None], only: str | None = None) -> list[Run]:
+    """One run that shows, in this process, the effect of every patch in the cell's window (matrix/effect_probes.py);
+    ``only``: of that patch alone."""
     swift = bool(versions.get("ms-swift"))  # an ms-swift cell shows the swift patches, a trl cell the others
     shown = [patch_id for patch_id in effect_probes.probes_in(versions) if patch_id.startswith("swift.") == swift]
+    shown = [patch_id for patch_id in shown if only in (None, patch_id)]
     if not shown:
         return []
     expectation = f"the effect of each of {len(shown)} patches while applied, none before apply() or after revert()"

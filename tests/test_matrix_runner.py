@@ -145,6 +145,16 @@ def test_a_version_skew_cell_runs_its_smoke_kinds_against_the_skew_and_only_its_
     assert not [run for run in edge if run.kind in ("single", "ddp") and run.expect_error]
 
 
+def test_a_skew_that_stops_trls_trainer_importing_shows_only_its_own_patchs_effect():
+    versions = {"trl": "0.26.2", "ms-swift": "4.6.0", "transformers": "5.19.0", "torch": "2.13.0"}
+    (effects,) = [run for run in planned_runs(versions, "cpu") if run.kind == "effects"]
+    assert effects.flags == ("--patches", "swift.refuse-trl-optional-imports")
+    # A skew that lets the trainer import (ms-swift 3.2.0 + trl 0.16) still shows every patch of its window.
+    versions = {"trl": "0.16.1", "ms-swift": "3.2.0", "transformers": "4.49.0", "torch": "2.13.0"}
+    (effects,) = [run for run in planned_runs(versions, "cpu") if run.kind == "effects"]
+    assert len(effects.flags[1].split(",")) > 1
+
+
 def test_quick_cells_exist_and_include_the_newest_and_trl_0_16():
     cells = cells_file()
     assert set(cells.quick) <= set(cells.cells)

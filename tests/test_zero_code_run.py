@@ -1,7 +1,7 @@
 """`grpo-compat run -- <command>`: grpo_compat in every Python process a launch starts, with no change to the script.
 
 Real processes throughout: plain python, torchrun and accelerate with 2 gloo CPU processes, DeepSpeed ZeRO-2
-through accelerate, `trl grpo --config`, and `swift rlhf` (ms-swift 3.5 and 4.6 cells) without --external_plugins.
+through accelerate, `trl grpo --config`. `swift rlhf` without --external_plugins: test_zero_code_run_swift.py.
 """
 
 from __future__ import annotations
@@ -273,35 +273,6 @@ def test_trl_grpo_config_trains_patched_and_an_impossible_config_is_refused(tiny
     (tmp_path / "grpo.yaml").write_text(json.dumps({**config, "num_generations": 1}))
     refused = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
     assert refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions" in refused.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("cell", "nproc"), [("swift-3.5", 2), ("swift-4.6", 2), ("swift-4.6", 1)])
-def test_swift_rlhf_without_the_plugin_is_patched_on_every_rank(cell, nproc, tmp_path):
-    from tests.helpers import cell_python, run_script
-
-    python = cell_python(cell)
-    results = {}
-    for activation, settings in (("plugin", []), ("run", []), ("run", ["--set", "num_generations=1"])):
-        output = tmp_path / f"{activation}{len(settings)}.json"
-        run_script(
-            python,
-            "matrix/smoke_swift_cli.py",
-            "--mode",
-            "patched",
-            "--activation",
-            activation,
-            "--nproc",
-            str(nproc),
-            *settings,
-            "--output",
-            str(output),
-        )
-        results[activation, bool(settings)] = json.loads(output.read_text())
-    by_plugin, by_run, refused = results["plugin", False], results["run", False], results["run", True]
-    assert by_run["status"] == by_plugin["status"] == "ok", by_run["error"]  # report once, watchdog on every rank
-    assert by_run["weights_sha256"] == by_plugin["weights_sha256"]
-    assert refused["phase"] == "config" and "GRPOSettingsError: GRPO needs at least 2" in refused["error"]
 
 
 @pytest.mark.slow
