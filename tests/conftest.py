@@ -11,6 +11,14 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from grpo_compat.matrix.runner import threads_per_run
+
+# `pytest -n N` runs N test files at a time, and each starts GRPO runs that would spread over every core: each
+# worker's runs get their share of the cores, as the matrix runner gives its runs (set before anything imports torch).
+_threads = threads_per_run(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+if _threads:
+    os.environ["OMP_NUM_THREADS"] = str(_threads)
+
 # CI must be reproducible: the same examples every run. Locally each run explores new ones.
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):

@@ -51,6 +51,21 @@ def test_a_script_that_crashes_is_a_failed_run_with_its_output(fake_script, tmp_
     assert "smoke script exploded" in outcome["error"]
 
 
+def test_runs_side_by_side_get_their_share_of_the_cores_and_a_users_thread_setting_is_kept(
+    fake_script, tmp_path, monkeypatch
+):
+    fake_script("import os, sys\nprint('threads', os.environ.get('OMP_NUM_THREADS'))\nsys.exit(3)\n")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    assert [runner.threads_per_run(jobs) for jobs in (1, 2, 3, 16)] == [None, 4, 2, 1]
+    run = Run("single", "plain", "fake")
+    shared = runner.execute(run, Path(sys.executable), CELL, tmp_path, PROJECT, None, runner.threads_per_run(2))
+    assert "threads 4" in shared[0]["error"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert runner.threads_per_run(2) is None
+    assert "threads 3" in run_fake(tmp_path)["error"]
+
+
 def test_a_run_that_hangs_is_stopped_and_reported_as_a_timeout(fake_script, tmp_path):
     fake_script("import time\ntime.sleep(60)\n")
     outcome = run_fake(tmp_path, timeout_s=2)
