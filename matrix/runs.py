@@ -7,8 +7,10 @@ deepspeed, ``tools`` / ``environments`` (multi-turn, in trl cells that have trl'
 ``vllm-ddp`` (generation by vLLM in colocate mode, 1 and 2 processes: the only smoke kinds of
 a cell with vLLM, whose CPU build takes minutes a run), ``swift`` (ms-swift GRPO, in-process) and
 ``swift-cli`` / ``swift-cli-2proc`` (the `swift rlhf` command line, 1 and 2 processes; patched = with
-grpo_compat's plugin) for ms-swift cells; each plain and patched. Then every reproducer of
-matrix/reproducers.py whose window the cell's versions fall in.
+grpo_compat's plugin) for ms-swift cells; each plain and patched. ``moe`` (a tiny Qwen3-MoE, trl >= 1.7, whose
+router loss trl adds to GRPO's); ``lora-bf16-merge`` (ms-swift cells with DeepSpeed, plain only: a probe of what a
+bf16 LoRA merge keeps, census row 14). Then every reproducer of matrix/reproducers.py whose window the cell's
+versions fall in.
 """
 
 from __future__ import annotations

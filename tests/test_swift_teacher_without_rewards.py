@@ -93,3 +93,14 @@ def test_real_ms_swift_3_12_arguments_are_refused_before_the_model_lookup():
     )
     # With a reward function grpo_compat stands back: what fails is swift's own lookup of the missing model.
     assert "GRPOSettingsError" not in lines[1]
+
+
+def test_the_matrix_plans_the_refusal_before_4_4_and_the_distillation_pair_from_4_4():
+    from matrix.runs import planned_runs
+
+    def kinds(swift: str) -> set[str]:
+        return {run.kind for run in planned_runs({"trl": "0.24.0", "ms-swift": swift}, "cpu")}
+
+    reproducers = {"repro:swift-teacher-without-rewards", "repro:swift-teacher-without-rewards-cli"}
+    assert reproducers <= kinds("3.12.6") and not reproducers & kinds("4.6.0")
+    assert "swift-opd-no-rewards" in kinds("4.6.0") and "swift-opd-no-rewards" not in kinds("3.12.6")
