@@ -521,7 +521,10 @@ def _swift_rlhf_arguments(**arguments: Any) -> Callable[[], Any]:
 def _swift_impossible_grpo_arguments_are_refused() -> bool:
     from grpo_compat.core.versions import installed_version, release
 
-    if release(installed_version("ms-swift") or "4") < (4, 4):  # 3.x: a teacher without rewards (ms-swift #9928)
+    swift = release(installed_version("ms-swift") or "4")
+    if swift < (3, 5):  # 3.0-3.4: sequence parallel, which trl's GRPOConfig never sees
+        return _refused_before_loading(_swift_rlhf_arguments(sequence_parallel_size=2), GRPOSettingsError)
+    if swift < (4, 4):  # 3.6-4.3: a teacher without rewards (ms-swift #9928)
         return _refused_before_loading(_swift_rlhf_arguments(teacher_model=_MISSING_MODEL), GRPOSettingsError)
     # ms-swift 4.x skips trl's GRPOConfig checks: only the patch refuses it before the model lookup.
     return _refused_before_loading(_swift_rlhf_arguments(num_generations=1), GRPOSettingsError)
@@ -710,7 +713,8 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     **NO_IN_PROCESS_EFFECT,
     # Shown in the swift-4.6-deepspeed cell: ms-swift 4 with DeepSpeed.
     "swift.deepspeed-agreement": _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config,
-    # ms-swift >= 4.4 shows the batch rules; 3.x the refusal of a teacher without rewards.
+    # ms-swift >= 4.4 shows the batch rules, 3.6-4.3 the refusal of a teacher without rewards, 3.0-3.4 (cell
+    # swift-3.2-trl0.16) the sequence-parallel rule.
     "swift.grpo-arguments-check": _swift_impossible_grpo_arguments_are_refused,
 }
 

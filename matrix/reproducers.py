@@ -902,7 +902,7 @@ _TEACHER_WITHOUT_REWARDS = Reproducer(
     patch="swift.grpo-arguments-check",
     failure="swift-grpo-teacher-without-opd",
     script="swift",
-    requires=("ms-swift>=3.0,<4.4",),
+    requires=("ms-swift>=3.6,<4.4",),  # 3.5 has no --teacher_model (GKD came in 3.6.0)
     settings=(),
     flags=("--teacher",),
     upstream=r"You must specify reward_funcs or reward_model",

@@ -21,7 +21,7 @@ from tests.helpers import cell_python, run_python
 TEACHER_ONLY = GRPOSettings(has_teacher=True, has_rewards=False)
 
 
-@pytest.mark.parametrize(("trl", "swift"), [("0.16.1", "3.2.0"), ("0.24.0", "3.12.6"), (None, "4.3.2")])
+@pytest.mark.parametrize(("trl", "swift"), [("0.19.0", "3.6.0"), ("0.24.0", "3.12.6"), (None, "4.3.2")])
 def test_a_teacher_without_rewards_before_ms_swift_4_4_is_an_error_naming_the_upgrade(trl, swift):
     findings = validate(TEACHER_ONLY, rules_for(trl, swift))
     assert [f.rule for f in findings] == ["teacher-without-rewards"]
@@ -33,6 +33,11 @@ def test_a_teacher_without_rewards_before_ms_swift_4_4_is_an_error_naming_the_up
 @pytest.mark.parametrize("swift", ["4.4.0", "4.6.0"])
 def test_a_teacher_without_rewards_from_ms_swift_4_4_trains(swift):
     assert validate(TEACHER_ONLY, rules_for(None, swift)) == []
+
+
+def test_before_ms_swift_3_6_there_is_no_teacher_to_check():
+    # --teacher_model came with GKD in 3.6.0: swift's own parser refuses it before (swift.arguments-not-taken names it)
+    assert validate(TEACHER_ONLY, rules_for("0.19.0", "3.5.3")) == []
 
 
 @pytest.mark.parametrize(
@@ -102,5 +107,5 @@ def test_the_matrix_plans_the_refusal_before_4_4_and_the_distillation_pair_from_
         return {run.kind for run in planned_runs({"trl": "0.24.0", "ms-swift": swift}, "cpu")}
 
     reproducers = {"repro:swift-teacher-without-rewards", "repro:swift-teacher-without-rewards-cli"}
-    assert reproducers <= kinds("3.12.6") and not reproducers & kinds("4.6.0")
+    assert reproducers <= kinds("3.12.6") and not reproducers & (kinds("4.6.0") | kinds("3.5.3"))
     assert "swift-opd-no-rewards" in kinds("4.6.0") and "swift-opd-no-rewards" not in kinds("3.12.6")

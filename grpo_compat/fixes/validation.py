@@ -81,7 +81,8 @@ class Finding:
 def rules_for(trl: str | None, swift: str | None = None) -> Rules:
     """The rules of an installed trl (and ms-swift, whose GRPO arguments decide under swift)."""
     if swift:
-        distillation_from = "ms-swift 4.4" if release(swift) < (4, 4) else None
+        # --teacher_model came with GKD in 3.6.0: before, swift's own parser refuses it (arguments-not-taken names it)
+        distillation_from = "ms-swift 4.4" if (3, 6) <= release(swift) < (4, 4) else None
         if release(swift) >= (4,):
             return Rules(
                 f"ms-swift {swift}",

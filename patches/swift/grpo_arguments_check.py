@@ -11,7 +11,8 @@ Symptom:   `swift rlhf --rlhf_type grpo --num_generations 1` fails with "num_gen
 Upstream:  KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel), ms-swift #9928 (teacher).
 Versions:  ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.0-3.4: sequence_parallel_size, which trl's
            GRPOConfig never sees (3.x build it for the batch rules, checked by trl.grpo-config-check).
-           ms-swift 3.0-4.3: a teacher without rewards (4.4.0, #9641, trains it: 4.4.0-4.6.0 read, 4.6.0 run).
+           ms-swift 3.6-4.3: a teacher without rewards (--teacher_model came with GKD in 3.6.0; 4.4.0, #9641,
+           trains it: 4.4.0-4.6.0 read, 4.6.0 run). Nothing to check on 3.5.
 Remove when: ms-swift's own messages explain the rule and name a setting that works, and ms-swift < 4.4
            is no longer supported.
 """
@@ -26,7 +27,9 @@ from grpo_compat.core.registry import patch
 @patch(
     id="swift.grpo-arguments-check",
     catalogue=("swift-sequence-parallel-before-3.5", "batch-rules-misleading", "swift-grpo-teacher-without-opd"),
-    requires="ms-swift>=3.0",
+    # Three windows as one (a window is one requirement per library): 3.0-3.4 sequence parallel, 3.6-4.3 a teacher
+    # without rewards, >= 4.0 the batch rules; 3.5 has Ulysses GRPO, no --teacher_model and trl's GRPOConfig checks.
+    requires="ms-swift>=3.0,!=3.5.*",
     targets=[
         "swift.arguments.rlhf_args:RLHFArguments.__post_init__?",  # 4.x
         "swift.llm.argument.rlhf_args:RLHFArguments.__post_init__?",  # 3.x
