@@ -518,11 +518,14 @@ def _swift_rlhf_arguments(**arguments: Any) -> Callable[[], Any]:
     return build
 
 
-def _swift_single_generation_is_refused_with_a_fix() -> bool:
+def _swift_impossible_grpo_arguments_are_refused() -> bool:
     from grpo_compat.core.versions import installed_version, release
 
-    if release(installed_version("ms-swift") or "4") < (4,):  # 3.0-3.4: the patch's one rule, sequence parallel
+    swift = release(installed_version("ms-swift") or "4")
+    if swift < (3, 5):  # 3.0-3.4: sequence parallel, which trl's GRPOConfig never sees
         return _refused_before_loading(_swift_rlhf_arguments(sequence_parallel_size=2), GRPOSettingsError)
+    if swift < (4, 4):  # 3.6-4.3: a teacher without rewards (ms-swift #9928)
+        return _refused_before_loading(_swift_rlhf_arguments(teacher_model=_MISSING_MODEL), GRPOSettingsError)
     # ms-swift 4.x skips trl's GRPOConfig checks: only the patch refuses it before the model lookup.
     return _refused_before_loading(_swift_rlhf_arguments(num_generations=1), GRPOSettingsError)
 
@@ -622,7 +625,7 @@ def _swift_grpo_trainer(reward: Callable[..., list]) -> Any:
     dataset = write_dataset(folder / "swift_prompts.jsonl")
     # beta 0: no reference model. keep_unknown_settings: smoke_swift's option for the removed-argument reproducers.
     settings = SimpleNamespace(
-        device="cpu", steps=1, seed=0, config_overrides={"beta": 0.0}, keep_unknown_settings=False
+        device="cpu", steps=1, seed=0, config_overrides={"beta": 0.0}, keep_unknown_settings=False, teacher=False
     )
     argv, _ = swift_argv(api, Path(_tiny_model_folder()), dataset, str(folder / "swift"), settings)
     pipeline = api.pipeline(argv)
@@ -710,8 +713,9 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     **NO_IN_PROCESS_EFFECT,
     # Shown in the swift-4.6-deepspeed cell: ms-swift 4 with DeepSpeed.
     "swift.deepspeed-agreement": _contradicting_deepspeed_accumulation_is_refused_when_swift_builds_its_config,
-    # ms-swift 4 shows the batch rules; 3.0-3.4 (cell swift-3.2-trl0.16) the sequence-parallel rule.
-    "swift.grpo-arguments-check": _swift_single_generation_is_refused_with_a_fix,
+    # ms-swift >= 4.4 shows the batch rules, 3.6-4.3 the refusal of a teacher without rewards, 3.0-3.4 (cell
+    # swift-3.2-trl0.16) the sequence-parallel rule.
+    "swift.grpo-arguments-check": _swift_impossible_grpo_arguments_are_refused,
 }
 
 

@@ -894,3 +894,45 @@ REPRODUCERS += (
         patched=None,
     ),
 )
+# ms-swift #9928: GRPO with --teacher_model and no reward function. Before 4.4 (no on-policy distillation) swift
+# refuses it once the policy and reference models loaded; patched, while swift parses its arguments, in-process and
+# through the plugin. From 4.4 it trains: the do-no-harm pair swift-opd-no-rewards.
+_TEACHER_WITHOUT_REWARDS = Reproducer(
+    id="swift-teacher-without-rewards",
+    patch="swift.grpo-arguments-check",
+    failure="swift-grpo-teacher-without-opd",
+    script="swift",
+    requires=("ms-swift>=3.6,<4.4",),  # 3.5 has no --teacher_model (GKD came in 3.6.0)
+    settings=(),
+    flags=("--teacher",),
+    upstream=r"You must specify reward_funcs or reward_model",
+    patched=r"GRPOSettingsError: GRPO with teacher_model and no reward function cannot train on ms-swift [\d.]+.*"
+    r'pip install "ms-swift>=4\.4"',
+)
+REPRODUCERS += (
+    _TEACHER_WITHOUT_REWARDS,
+    replace(
+        _TEACHER_WITHOUT_REWARDS,
+        id="swift-teacher-without-rewards-cli",
+        script="swift-cli",
+        patched=_TEACHER_WITHOUT_REWARDS.patched + ".*phase: config",
+    ),
+)
+# Census row 41 (trl #6083 / #6085, #7248): trl >= 1.7 adds a mixture of experts' router load-balancing loss to
+# GRPO's by default, so a run with constant rewards (every advantage 0) still moves the weights, without a word;
+# patched, the watchdog stops it naming the router loss and its coefficient. Its do-no-harm twin is the pair moe.
+REPRODUCERS += (
+    Reproducer(
+        id="watchdog-moe-router-loss-only",
+        patch="trl.learning-watchdog",
+        failure="moe-router-aux-loss-default",
+        script="grpo",
+        requires=("trl>=1.7",),
+        settings=(),
+        flags=("--model-arch", "qwen3-moe", "--reward", "constant", "--watchdog", "stop"),
+        upstream=_STALLED,
+        patched=r"TrainingStalledError: GRPO is not learning: no group had any reward spread.*the weights moved all "
+        r"the same, through the MoE router load-balancing loss .*router_aux_loss_coef=0\.001",
+        checks=("learns",),
+    ),
+)

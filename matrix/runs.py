@@ -7,8 +7,10 @@ deepspeed, ``tools`` / ``environments`` (multi-turn, in trl cells that have trl'
 ``vllm-ddp`` (generation by vLLM in colocate mode, 1 and 2 processes: the only smoke kinds of
 a cell with vLLM, whose CPU build takes minutes a run), ``swift`` (ms-swift GRPO, in-process) and
 ``swift-cli`` / ``swift-cli-2proc`` (the `swift rlhf` command line, 1 and 2 processes; patched = with
-grpo_compat's plugin) for ms-swift cells; each plain and patched. Then every reproducer of
-matrix/reproducers.py whose window the cell's versions fall in.
+grpo_compat's plugin) for ms-swift cells; each plain and patched. ``moe`` (not in --quick: a tiny Qwen3-MoE,
+trl >= 1.7, whose router loss trl adds to GRPO's); ``lora-bf16-merge`` (ms-swift cells with DeepSpeed, plain only:
+a probe of what a bf16 LoRA merge keeps, census row 14). Then every reproducer of matrix/reproducers.py whose window
+the cell's versions fall in.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ SCRIPTS = {
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
+    "lora-merge": Script(MATRIX / "probe_lora_merge.py", "swift", probe=True),  # census row 14, no patch
     # Every cell: each patch in its window applied, reverted and applied again, its effect probed in between.
     "effects": Script(MATRIX / "effect_probes.py", "any", probe=True),  # its patches: effect_runs()
 }
@@ -110,6 +113,12 @@ LIGER_LOSS_FLAG = ("trl>=0.18,<0.25",)
 RESUME_AT_GENERATION = ("trl>=0.16,<0.17",)
 RESUME_SETTINGS = ("num_iterations=2",)
 RESUMED_AT = 2
+# Census row 41 (catalogue moe-router-aux-loss-default): trl >= 1.7 adds a mixture of experts' router load-balancing
+# loss to GRPO's (1.7-1.13: router_aux_loss_coef 0.001 whatever the model declares; 1.14 on: the model's own). On the
+# tiny Qwen3-MoE (it declares 0.001) upstream trains; patched, the weights must be identical.
+MOE_ROUTER_LOSS = ("trl>=1.7",)
+# Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
+LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
 
 def _pair(
@@ -218,11 +227,16 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("swift-gdpo-unscorable-reward", "swift", **gdpo)
         if window_problem(OPD_RL, versions) is None:
             runs += _pair("swift-opd-no-rewards", "swift", flags=("--teacher",))
+        if versions.get("deepspeed"):  # census row 14: what a bf16 DeepSpeed LoRA loses, and where (no patch acts)
+            expectation = "DeepSpeed bf16 saves the LoRA in bf16; a bf16 merge rounds the update away either way"
+            runs.append(Run("lora-bf16-merge", "plain", "lora-merge", expectation=expectation, group=LORA_BF16_MERGE))
     else:
         runs += _pair("single", "grpo")
         if window_problem(RESUME_AT_GENERATION, versions) is None:
             resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
+        if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
+            runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))

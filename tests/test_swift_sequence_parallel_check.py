@@ -36,7 +36,7 @@ def test_on_ms_swift_3_the_check_reads_sequence_parallel_size_from_swifts_argume
     # The batch settings are left to trl's GRPOConfig (checked there with resolved values): only the size counts.
     arguments = SimpleNamespace(rlhf_type="grpo", sequence_parallel_size=4, num_generations=1)
     settings = swift_settings_to_check(arguments, "3.4.1")
-    assert settings == GRPOSettings(sequence_parallel_size=4)
+    assert settings == GRPOSettings(sequence_parallel_size=4, has_rewards=False)
     with pytest.raises(GRPOSettingsError, match=r"sequence_parallel_size=4 .*ms-swift 3\.5 or newer"):
         refuse_unless_valid(settings, rules_for("0.17.0", "3.4.1"))
 
@@ -63,7 +63,7 @@ def test_real_ms_swift_3_arguments_reach_the_check_before_the_model(swift):
     env = {"MODELSCOPE_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = run_python(REAL_ARGUMENTS.format(swift=swift), env=env, python=python)
     lines = result.stdout.strip().splitlines()
-    # 3.5-3.12 run Ulysses GRPO and build trl's GRPOConfig: the patch has nothing to check there.
+    # 3.5 runs Ulysses GRPO and has no --teacher_model: the patch has nothing to check there.
     assert lines and lines[-1] == ("applied" if swift == "3.4.1" else "outside version window"), result.stderr[-3000:]
     if swift == "3.4.1":
         refused = "GRPOSettingsError: GRPO with sequence_parallel_size=2 does not work on ms-swift 3.4.1"

@@ -79,6 +79,20 @@ def test_zero_reward_spread_is_no_stall_where_a_teacher_gives_the_advantage():
     assert finding is not None and "same reward" not in finding.cause
 
 
+def test_weights_moved_by_the_moe_router_loss_alone_are_named_with_its_coefficient():
+    # trl >= 1.7 adds the router load-balancing loss on a mixture of experts (census row 41): with zero advantages
+    # the weights still move, and that is no learning from the rewards.
+    spreadless = dict(zero_spread=[True] * SETTINGS.zero_spread_steps, optimizer_steps=4, trainer_steps=4)
+    finding = diagnose(healthy(router_aux_loss_coef=0.001, **spreadless), SETTINGS)
+    assert "router load-balancing loss" in finding.problem and "router_aux_loss_coef=0.001" in finding.problem
+    assert "same reward" in finding.cause and "KL stays 0" not in finding.cause
+    # The same evidence without the router loss: the reward is blamed, the router is not named.
+    plain = diagnose(healthy(**spreadless), SETTINGS)
+    assert "router" not in plain.message() and "KL stays 0" in plain.cause
+    # A mixture of experts whose rewards spread is no stall.
+    assert diagnose(healthy(router_aux_loss_coef=0.001), SETTINGS) is None
+
+
 def test_unchanged_weights_after_real_optimizer_steps_name_no_cause_the_evidence_does_not_show():
     # trl's own tests: the optimizer stepped, nothing was logged, and the watchdog saw no reward metrics.
     finding = diagnose(healthy(changed_elements=0, grad_norms=[], zero_spread=[], learning_rates=[]), SETTINGS)

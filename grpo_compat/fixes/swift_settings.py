@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 
 from grpo_compat.core.versions import release
 from grpo_compat.fixes.validation import (
@@ -47,18 +48,37 @@ def swift_settings(source: object, world_size: int, swift_version: str) -> GRPOS
         world_size=world_size,
         eval_enabled=has_eval_data and eval_is_enabled(get("eval_strategy", None) or "steps"),
         deepspeed_stage=DEEPSPEED_STAGES.get(str(deepspeed)) if deepspeed else None,
-        has_teacher=bool(get("teacher_model", None) or get("teacher_model_server", None)),
+        has_teacher=has_teacher(get),
+        has_rewards=has_rewards(get),
     )
 
 
+def has_teacher(get: Callable[..., object]) -> bool:
+    return bool(get("teacher_model", None) or get("teacher_model_server", None))
+
+
+def has_rewards(get: Callable[..., object]) -> bool:
+    """Whether something may score the completions: a reward function or model, a gym environment (4.3's
+    --use_gym_env), or a vLLM server, whose gym environment swift's GRPOTrainer asks about only once it is built."""
+    server = bool(get("use_vllm", False)) and get("vllm_mode", None) == "server"
+    gym = bool(get("use_gym_env", None) or get("gym_env", None))
+    return bool(get("reward_funcs", None) or get("reward_model", None) or gym or server)
+
+
 def swift_settings_to_check(arguments: object, swift_version: str) -> GRPOSettings:
-    """What grpo_compat checks of ms-swift's RLHFArguments: every rule on 4.x; sequence parallel on 3.x.
+    """What grpo_compat checks of ms-swift's RLHFArguments: every rule on 4.x; sequence parallel and a teacher
+    without rewards on 3.x.
 
     ms-swift 3.x builds trl's GRPOConfig from them, which trl.grpo-config-check refuses before any
     model loads; the defaults for the rest pass every batch rule. 4.x skips trl's checks.
     """
     if release(swift_version) < (4,):
-        return GRPOSettings(sequence_parallel_size=getattr(arguments, "sequence_parallel_size", 1))
+        get = field_getter(arguments)
+        return GRPOSettings(
+            sequence_parallel_size=get("sequence_parallel_size", 1),
+            has_teacher=has_teacher(get),
+            has_rewards=has_rewards(get),
+        )
     return swift_settings(arguments, launched_world_size(), swift_version)
 
 

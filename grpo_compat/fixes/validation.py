@@ -49,6 +49,7 @@ class GRPOSettings:
     sequence_parallel_size: Value = 1
     deepspeed_stage: Value = None
     has_teacher: bool = False  # ms-swift 4.x on-policy distillation allows num_generations=1
+    has_rewards: bool = True  # a reward function or model (ms-swift: or a vLLM server's gym environment) scores
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class Rules:
     both_generation_fields: str = "refused"  # refused | must-agree
     single_generation_with_teacher: bool = False
     sequence_parallel_from: str | None = None  # the first version that supports it, when this one does not
+    # ms-swift: the first version that trains GRPO with a teacher and no reward (on-policy distillation), when this
+    # one does not
+    distillation_without_rewards_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,23 @@ class Finding:
 def rules_for(trl: str | None, swift: str | None = None) -> Rules:
     """The rules of an installed trl (and ms-swift, whose GRPO arguments decide under swift)."""
     if swift:
+        # --teacher_model came with GKD in 3.6.0: before, swift's own parser refuses it (arguments-not-taken names it)
+        distillation_from = "ms-swift 4.4" if (3, 6) <= release(swift) < (4, 4) else None
         if release(swift) >= (4,):
-            return Rules(f"ms-swift {swift}", both_generation_fields="must-agree", single_generation_with_teacher=True)
+            return Rules(
+                f"ms-swift {swift}",
+                both_generation_fields="must-agree",
+                single_generation_with_teacher=True,
+                distillation_without_rewards_from=distillation_from,
+            )
         base = rules_for(trl) if trl else Rules("trl")
         sp_from = "ms-swift 3.5" if release(swift) < (3, 5) else None
-        return replace(base, name=f"ms-swift {swift} ({base.name})", sequence_parallel_from=sp_from)
+        return replace(
+            base,
+            name=f"ms-swift {swift} ({base.name})",
+            sequence_parallel_from=sp_from,
+            distillation_without_rewards_from=distillation_from,
+        )
     version = release(trl or "999")
     name = f"trl {trl}" if trl else "trl (newest rules)"
     if version < (0, 15):
@@ -266,6 +282,24 @@ def _parallel_findings(s: GRPOSettings, rules: Rules) -> list[Finding]:
     return []
 
 
+def _reward_findings(s: GRPOSettings, rules: Rules) -> list[Finding]:
+    """What no batch setting repairs: a teacher without rewards before on-policy distillation (ms-swift #9928)."""
+    if not s.has_teacher or s.has_rewards or not rules.distillation_without_rewards_from:
+        return []
+    needed = rules.distillation_without_rewards_from
+    return [
+        Finding(
+            "teacher-without-rewards",
+            "error",
+            f"GRPO with teacher_model and no reward function cannot train on {rules.name}: on-policy distillation "
+            f"(the teacher's log-probs as the only signal) came in {needed}; before it GRPO ignores the teacher and "
+            "refuses the run for want of a reward after the models loaded ('You must specify reward_funcs or "
+            f'reward_model\'). Upgrade (pip install "{needed.replace(" ", ">=")}"), or give --reward_funcs (or '
+            "--reward_model; the teacher is then not used), or use --rlhf_type gkd for distillation.",
+        )
+    ]
+
+
 def _raw_findings(s: GRPOSettings, rules: Rules) -> list[Finding]:
     invalid = _value_findings(s)
     if invalid:
@@ -345,10 +379,10 @@ def validate(settings: GRPOSettings, rules: Rules | None = None) -> list[Finding
     """Every broken rule, each error with settings that pass (never raises on odd input)."""
     rules = rules or rules_for(None)
     findings = _raw_findings(settings, rules)
-    if not [f for f in findings if f.severity == "error"]:
-        return findings
-    fixes = _suggest(settings, rules)
-    return [replace(f, suggestions=fixes) if f.severity == "error" else f for f in findings]
+    if [f for f in findings if f.severity == "error"]:
+        fixes = _suggest(settings, rules)
+        findings = [replace(f, suggestions=fixes) if f.severity == "error" else f for f in findings]
+    return findings + _reward_findings(settings, rules)  # its message names its fix: no batch setting repairs it
 
 
 def describe(findings: list[Finding]) -> str:

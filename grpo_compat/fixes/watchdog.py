@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grpo_compat.core.errors import GRPOSettingsError
@@ -115,6 +115,9 @@ class Evidence:
     # A teacher's per-token log-ratio is part of the advantage (ms-swift >= 4.4 OPD-RL, --teacher_model on GRPO):
     # a batch without reward spread still has advantages, and pure distillation has no reward functions at all.
     teacher_signal: bool = False
+    # trl >= 1.7 on a mixture of experts adds the router load-balancing loss with this weight (0: not added), so the
+    # weights move even where every advantage is 0 (census row 41).
+    router_aux_loss_coef: float = 0.0
 
     @property
     def changed_fraction(self) -> float:
@@ -340,6 +343,18 @@ _DISCRIMINATE = (
 
 
 def _zero_advantage(problem: str, evidence: Evidence) -> Finding:
+    """Zero advantages, and why; on a mixture of experts, also why the weights moved all the same (census row 41)."""
+    finding = _zero_advantage_cause(problem, evidence)
+    if not evidence.router_aux_loss_coef:
+        return finding
+    moved = (
+        "; the weights moved all the same, through the MoE router load-balancing loss trl adds to every step "
+        f"(router_aux_loss_coef={evidence.router_aux_loss_coef:g}), which trains the routers' balance, not the task"
+    )
+    return replace(finding, problem=finding.problem + moved, cause=finding.cause.replace("; KL stays 0", ""))
+
+
+def _zero_advantage_cause(problem: str, evidence: Evidence) -> Finding:
     """Zero advantages, and why: the reward itself, or completions cut alike, ordered by the run's own evidence."""
     if not evidence.always_truncated():
         return Finding(problem, _SAME_REWARD, _DISCRIMINATE)

@@ -176,6 +176,8 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
 
             self.evidence.constant_rewards = constant_on_dry_run(getattr(trainer, "reward_funcs", None))
             self.evidence.teacher_signal = bool(getattr(trainer, "_has_teacher", False))  # ms-swift >= 4.4 OPD-RL
+            if getattr(trainer, "aux_loss_enabled", False):  # trl >= 1.7 on a mixture of experts
+                self.evidence.router_aux_loss_coef = float(getattr(trainer, "router_aux_loss_coef", 0.0) or 0.0)
             optimizer = kwargs.get("optimizer")
             import torch
 

@@ -84,11 +84,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
         "--model-arch",
-        choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3"),
+        choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3", "qwen3-moe"),
         default="qwen2",
         help="gemma3: a tiny Gemma3ForConditionalGeneration trained on text only (census row 33 reproducer); "
         "qwen2-head64: 64-wide attention heads, as vLLM's CPU attention needs (the default with --vllm); qwen2-untied: "
-        "an lm_head apart from the embeddings (Liger + ZeRO-3 reproducer)",
+        "an lm_head apart from the embeddings (Liger + ZeRO-3 reproducer); qwen3-moe: a mixture of experts, whose "
+        "router load-balancing loss trl >= 1.7 adds to GRPO's (census row 41)",
     )
     p.add_argument(
         "--vllm",

@@ -180,7 +180,29 @@ def _qwen2_untied(ids: dict[str, int]) -> Any:
     return _qwen2(ids, tied=False, **UNTIED_SIZES)
 
 
-ARCHITECTURES = {"qwen2": _qwen2, "qwen2-head64": _qwen2_head64, "qwen2-untied": _qwen2_untied, "gemma3": _gemma3}
+def _qwen3_moe(ids: dict[str, int]) -> Any:
+    """Qwen3-MoE: 4 experts, 2 per token, each layer sparse; the config's own router_aux_loss_coef (0.001)."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    config = Qwen3MoeConfig(
+        **_text_sizes(ids),
+        head_dim=16,
+        moe_intermediate_size=32,
+        num_experts=4,
+        num_experts_per_tok=2,
+        use_sliding_window=False,
+        sliding_window=None,
+    )
+    return Qwen3MoeForCausalLM(config)
+
+
+ARCHITECTURES = {
+    "qwen2": _qwen2,
+    "qwen2-head64": _qwen2_head64,
+    "qwen2-untied": _qwen2_untied,
+    "gemma3": _gemma3,
+    "qwen3-moe": _qwen3_moe,
+}
 
 
 def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
@@ -211,7 +233,8 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architect
     """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``.
 
     ``architecture``: "qwen2" (hidden 64, 4 heads of 16), "qwen2-head64" (hidden 128, 2 heads of 64, 1 key-value
-    head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3); the tokenizer and token ids are the same for all.
+    head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3), "qwen3-moe" (a tiny Qwen3 mixture of experts); the
+    tokenizer and token ids are the same for all.
 
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
     it on the same directory: a file lock lets one build while the others wait.

@@ -6,11 +6,15 @@ Symptom:   `swift rlhf --rlhf_type grpo --num_generations 1` fails with "num_gen
            ms-swift 4.x skips trl's GRPOConfig.__post_init__, so trl.grpo-config-check never runs.
            GRPO with --sequence_parallel_size > 1 on ms-swift < 3.5 (no Ulysses GRPO yet) fails in the
            log-prob gather (KF-1) or with "RLHF do not support sequence parallel" (3.2.2-3.4.0).
-Upstream:  KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel).
-Versions:  ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.0-3.4: only sequence_parallel_size, which trl's
+           GRPO with --teacher_model and no reward function on ms-swift < 4.4 (no on-policy distillation
+           yet) fails with "You must specify reward_funcs or reward_model" after the models loaded.
+Upstream:  KF-2 (ms-swift 4.6: "Valid values: []"), KF-1 (sequence parallel), ms-swift #9928 (teacher).
+Versions:  ms-swift >= 4.0: every GRPO batch rule. ms-swift 3.0-3.4: sequence_parallel_size, which trl's
            GRPOConfig never sees (3.x build it for the batch rules, checked by trl.grpo-config-check).
-           ms-swift 3.5-3.12 have Ulysses GRPO and build GRPOConfig: nothing is left to check there.
-Remove when: ms-swift's own messages explain the rule and name a setting that works.
+           ms-swift 3.6-4.3: a teacher without rewards (--teacher_model came with GKD in 3.6.0; 4.4.0, #9641,
+           trains it: 4.4.0-4.6.0 read, 4.6.0 run). Nothing to check on 3.5.
+Remove when: ms-swift's own messages explain the rule and name a setting that works, and ms-swift < 4.4
+           is no longer supported.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from grpo_compat.core.registry import patch
 
 @patch(
     id="swift.grpo-arguments-check",
-    catalogue=("swift-sequence-parallel-before-3.5", "batch-rules-misleading"),
-    # Two windows, 3.0-3.4 and >= 4.0, as one: a window is one requirement per library.
-    requires="ms-swift>=3.0,!=3.5.*,!=3.6.*,!=3.7.*,!=3.8.*,!=3.9.*,!=3.10.*,!=3.11.*,!=3.12.*",
+    catalogue=("swift-sequence-parallel-before-3.5", "batch-rules-misleading", "swift-grpo-teacher-without-opd"),
+    # Three windows as one (a window is one requirement per library): 3.0-3.4 sequence parallel, 3.6-4.3 a teacher
+    # without rewards, >= 4.0 the batch rules; 3.5 has Ulysses GRPO, no --teacher_model and trl's GRPOConfig checks.
+    requires="ms-swift>=3.0,!=3.5.*",
     targets=[
         "swift.arguments.rlhf_args:RLHFArguments.__post_init__?",  # 4.x
         "swift.llm.argument.rlhf_args:RLHFArguments.__post_init__?",  # 3.x

@@ -5,7 +5,8 @@ Symptom:   a GRPO run finishes without an error while the weights never change a
            an accumulation boundary never reached, frozen parameters, or bf16 weights without fp32
            master weights that round lr-1e-6 updates away. Or inf / NaN weights after an overflow, which the
            next generation turns into "probability tensor contains either inf, nan or element < 0"; or
-           completions all cut at max_completion_length, so the reward judges truncated text.
+           completions all cut at max_completion_length, so the reward judges truncated text. On a mixture
+           of experts (trl >= 1.7), zero advantages while the router load-balancing loss alone moves the weights.
 Upstream:  KF-5; modelscope/ms-swift #4348, #5571, #5890, #7229; huggingface/trl #4535.
 Versions:  every trl >= 0.14 (and ms-swift 3.x / 4.x, whose GRPOTrainer.train reaches trl's through
            SwiftMixin.train -> super().train()). Settings: GRPO_COMPAT_WATCHDOG=warn|stop|off and the
@@ -25,7 +26,7 @@ WATCHDOG_CLASS = "LearningWatchdog"
 
 @patch(
     id="trl.learning-watchdog",
-    catalogue=("no-learning", "training-diverged", "completions-truncated"),
+    catalogue=("no-learning", "training-diverged", "completions-truncated", "moe-router-aux-loss-default"),
     requires="trl>=0.14",
     # Inherited from transformers' Trainer: wrapping it on trl's GRPOTrainer scopes the watchdog to
     # GRPO (trl's, its subclasses and ms-swift's), and swift deletes only __init__ and log from it.
