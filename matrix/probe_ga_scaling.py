@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from grpo_compat.matrix.launchers import command, smoke_arguments
-from grpo_compat.testing.smoke import parse_args, run_smoke
+from grpo_compat.testing.smoke import parse_args, run_launcher, run_smoke
 
 PATCH = "trl.deepspeed-gas-double-scaling"
 SMOKE_SCRIPT = Path(__file__).resolve().parent / "smoke_grpo.py"
@@ -48,7 +48,7 @@ def launch(launcher: str, args: argparse.Namespace, model_dir: Path, scratch: Pa
     script = smoke_arguments(SMOKE_SCRIPT, args.mode, args.device, model_dir, output, settings, steps=1)
     cmd = command(launcher, Path(sys.executable), script, scratch)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, check=False)
+        done = run_launcher(cmd, LAUNCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise ProbeFailed(f"the {launcher} launch did not finish in {LAUNCH_TIMEOUT_S} s") from None
     if not output.exists():

@@ -32,7 +32,7 @@ from typing import Any
 from grpo_compat.core.report import ONE_LINE_MARK
 from grpo_compat.core.versions import installed_version, release
 from grpo_compat.matrix.launchers import error_of
-from grpo_compat.testing.smoke import digest, free_port, last_logged, parse_args, run_smoke, tiny_model
+from grpo_compat.testing.smoke import digest, free_port, last_logged, parse_args, run_launcher, run_smoke, tiny_model
 from matrix.smoke_swift import REWARD_NAME, as_argv, swift_arguments, write_dataset
 
 REWARD_CLASS = "SmokeLengthReward"
@@ -232,7 +232,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.nproc > 1:
         env.update(NPROC_PER_NODE=str(args.nproc), MASTER_PORT=str(free_port()))
     result["swift_command"] = " ".join(argv)
-    completed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    completed = run_launcher(argv, TIMEOUT_S, env=env)
     output = completed.stdout + completed.stderr
     (work / "swift.log").write_text(output)
     if args.output:

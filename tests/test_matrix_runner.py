@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,6 +76,22 @@ def test_a_run_that_hangs_is_stopped_and_reported_as_a_timeout(fake_script, tmp_
 
 
 @pytest.mark.slow
+def test_a_launch_that_times_out_inside_a_run_takes_its_ranks_with_it(tmp_path):
+    from grpo_compat.testing.smoke import descendants, run_launcher
+
+    ranks = tmp_path / "ranks"
+    rank = "sleep 300 </dev/null >/dev/null 2>&1 &"  # a rank that does not hold the launcher's output open
+    launcher = f"{rank} echo $! >> {ranks}; {rank} echo $! >> {ranks}; wait"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_launcher(["sh", "-c", launcher], timeout=2)
+    for pid in map(int, ranks.read_text().split()):
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # gone, or dead unreaped
+    done = run_launcher(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+    assert descendants(os.getpid()) == []
+
+
 def test_a_runner_crash_is_the_cells_result_and_the_json_is_written(tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise KeyError("no such run kind")

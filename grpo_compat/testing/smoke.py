@@ -13,6 +13,8 @@ import hashlib
 import json
 import math
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -440,6 +442,39 @@ def leave_process_group() -> None:
         return
     if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+def run_launcher(argv: list[str], timeout: float, **options: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, text=True, timeout=timeout)`` for a command that starts ranks:
+    at the timeout its ranks are killed with it. subprocess.run kills only the launcher, and its ranks lived on,
+    asleep, holding their port and whatever they had locked (two ranks of a ZeRO-2 launch, for 10 minutes)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in [*descendants(process.pid), process.pid]:  # found first: a rank whose launcher died is adopted
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, however deep (read from Linux's /proc; none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the name, which may hold spaces
+        except (OSError, IndexError, ValueError):
+            continue  # it ended while the table was read
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, unseen = [], [pid]
+    while unseen:
+        for child in children.get(unseen.pop(), []):
+            found.append(child)
+            unseen.append(child)
+    return found
 
 
 def free_port() -> int:
