@@ -685,6 +685,8 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.vllm-truncated-logprobs": "acts on the log-probs a vLLM engine returns from truncated sampling, which only a "
     "started engine gives: matrix reproducer vllm-truncated-sampling (the logged importance ratio, plain vs patched); "
     "its arithmetic is tested against vLLM's sampler (tests/test_vllm_truncated_logprobs.py)",
+    "swift.vllm-cpu-prepacked-sync": "acts only on a started vLLM CPU engine whose linear weights are packed away: "
+    "matrix reproducer swift-vllm-cpu-prepacked (plain fails at the first sync, patched trains) in cell swift-4.6-vllm",
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
     "trl.resume-generation-buffer": _a_resumed_trainer_between_generations_gets_completions,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,

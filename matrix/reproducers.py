@@ -733,6 +733,18 @@ REPRODUCERS += (
         patched=None,
     ),
     Reproducer(
+        id="swift-vllm-cpu-prepacked",
+        patch="swift.vllm-cpu-prepacked-sync",
+        script="swift",
+        # swift rlhf --use_vllm true --vllm_mode colocate in float32: vLLM's CPU build packed its linear weights
+        # away for oneDNN, and ms-swift's sync calls load_weights on them. Patched: loaded through reload_weights.
+        requires=("ms-swift>=4.5", "vllm>=0.18"),
+        settings=(),
+        flags=("--vllm", "colocate"),
+        upstream=r"AttributeError: 'Parameter' object has no attribute 'weight_loader'",
+        patched=None,
+    ),
+    Reproducer(
         id="removed-setting",
         patch="trl.grpo-config-settings",
         script="grpo",
