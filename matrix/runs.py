@@ -205,7 +205,9 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
     if versions.get("vllm") and versions.get("ms-swift"):
         # swift rlhf --use_vllm true, colocate. Upstream trains where vLLM's CPU build keeps its linear weights:
         # in bf16 on a CPU whose oneDNN has no bf16 matmul (AVX2); float32 is reproducer swift-vllm-cpu-prepacked.
-        return _pair("swift-vllm-bf16", "swift", settings=("torch_dtype=bfloat16",), flags=(VLLM_FLAG, "colocate"))
+        # swift refuses bf16 on CPU without use_cpu; at 1e-5 three Adam steps move no bf16 norm weight (1.0 +- 2^-8)
+        bf16 = ("torch_dtype=bfloat16", "use_cpu=true", "learning_rate=0.01")
+        return _pair("swift-vllm-bf16", "swift", settings=bf16, flags=(VLLM_FLAG, "colocate"))
     if versions.get("vllm"):
         # A vLLM engine starts in each run (about a minute on 2 CPU cores): these cells run the vLLM path only.
         colocate = (VLLM_FLAG, "colocate")

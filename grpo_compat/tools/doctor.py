@@ -120,6 +120,26 @@ def _contains(requirement: Requirement, version: str) -> bool:
         return True  # a version pip cannot read is not ours to judge
 
 
+def trl_vllm_range() -> str | None:
+    """The vLLM versions the installed trl declares in its "vllm" extra (None: no trl, or no such extra)."""
+    declared = None
+    for text in (importlib.metadata.requires("trl") or []) if installed_version("trl") else []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "vllm" and requirement.marker is not None and "vllm" in str(requirement.marker):
+            declared = str(requirement.specifier)
+    return declared
+
+
+def pair_status(vllm: str, declared: str | None) -> str:
+    """The pair's status: inside or outside the vLLM versions trl declares; unknown without a declared range."""
+    if declared is None:
+        return "unknown"
+    return "inside" if _contains(Requirement(f"vllm{declared}"), vllm) else "outside"
+
+
 def vllm_pair() -> dict | None:
     """The installed vLLM against the range the installed trl declares in its "vllm" extra (None without vLLM).
 
@@ -128,17 +148,14 @@ def vllm_pair() -> dict | None:
     vllm, trl = installed_version("vllm"), installed_version("trl")
     if vllm is None:
         return None
-    build = installed_distribution("vllm")
-    pair = {"vllm": vllm, "distribution": build, "trl": trl, "trl_declares": None, "status": "unknown"}
-    for text in (importlib.metadata.requires("trl") or []) if trl else []:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if requirement.name == "vllm" and requirement.marker is not None and "vllm" in str(requirement.marker):
-            pair["trl_declares"] = str(requirement.specifier)
-            pair["status"] = "inside" if _contains(requirement, vllm) else "outside"
-    return pair
+    declared = trl_vllm_range() if trl else None
+    return {
+        "vllm": vllm,
+        "distribution": installed_distribution("vllm"),
+        "trl": trl,
+        "trl_declares": declared,
+        "status": pair_status(vllm, declared),
+    }
 
 
 def vllm_pair_problems(pair: dict | None) -> list[Problem]:
