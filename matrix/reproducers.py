@@ -906,3 +906,12 @@ REPRODUCERS += (
         patched=None,
     ),
 )
+
+# top_p=0.8 in 2 processes (gloo DDP, a colocated engine per rank): each rank's vLLM log-probs are corrected on its own.
+REPRODUCERS += (
+    replace(
+        next(r for r in REPRODUCERS if r.id == "vllm-truncated-sampling"),
+        id="vllm-truncated-sampling-ddp",
+        launcher="ddp",
+    ),
+)
