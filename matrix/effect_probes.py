@@ -622,7 +622,13 @@ def _swift_grpo_trainer(reward: Callable[..., list]) -> Any:
     dataset = write_dataset(folder / "swift_prompts.jsonl")
     # beta 0: no reference model. keep_unknown_settings: smoke_swift's option for the removed-argument reproducers.
     settings = SimpleNamespace(
-        device="cpu", steps=1, seed=0, config_overrides={"beta": 0.0}, keep_unknown_settings=False
+        device="cpu",
+        steps=1,
+        seed=0,
+        config_overrides={"beta": 0.0},
+        keep_unknown_settings=False,
+        teacher=False,
+        vllm=None,
     )
     argv, _ = swift_argv(api, Path(_tiny_model_folder()), dataset, str(folder / "swift"), settings)
     pipeline = api.pipeline(argv)
