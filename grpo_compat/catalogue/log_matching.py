@@ -17,6 +17,9 @@ from grpo_compat.core.versions import (
     TRACKED_DISTRIBUTIONS,
     distribution_of,
     installed_versions,
+    trl_vllm_range,
+    vllm_pair_fix,
+    vllm_pair_status,
     window_problem,
 )
 
@@ -180,8 +183,6 @@ def vllm_pair_in(text: str, versions: dict[str, str], installed: dict[str, str |
     The declared versions come from trl's own warning in the log (the pair is then outside them), else from the
     installed trl's metadata when the log's trl is the installed release; otherwise the status is "unknown".
     """
-    from grpo_compat.tools.doctor import pair_status, trl_vllm_range
-
     vllm, trl = versions.get("vllm"), versions.get("trl")
     if vllm is None:
         return None
@@ -195,7 +196,7 @@ def vllm_pair_in(text: str, versions: dict[str, str], installed: dict[str, str |
         pair.update(trl_declares=declared, status="outside", declared_from="trl's warning in the log")
     elif trl and trl == installed.get("trl"):
         declared = trl_vllm_range()
-        pair.update(trl_declares=declared, status=pair_status(vllm, declared))
+        pair.update(trl_declares=declared, status=vllm_pair_status(vllm, declared))
         pair["declared_from"] = f"the installed trl {trl}" if declared else None
     return pair
 
@@ -310,13 +311,11 @@ def _grpo_compat_line(match: Match) -> str:
 def _vllm_pair_lines(pair: dict | None) -> list[str]:
     if not pair or not pair["trl"]:
         return []
-    from grpo_compat.tools.doctor import vllm_pair_problems
-
     name = f"{pair['distribution']} {pair['vllm']} with trl {pair['trl']}"
     if pair["declared_from"] is None:
         return [f"vLLM pair: {name}: unknown (trl {pair['trl']}'s declared vLLM versions are not in the log)"]
     line = f"vLLM pair: {name}: {pair['status']} (trl declares vllm{pair['trl_declares']}: {pair['declared_from']})"
-    return [line, *(f"  change: {problem.fix}" for problem in vllm_pair_problems(pair))]
+    return [line, *([f"  change: {vllm_pair_fix(pair)}"] if pair["status"] == "outside" else [])]
 
 
 def format_explanation(explanation: Explanation, source: str, width: int = 100) -> str:

@@ -13,7 +13,15 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_distribution, installed_version, release
+from grpo_compat.core.versions import (
+    TRACKED_DISTRIBUTIONS,
+    installed_distribution,
+    installed_version,
+    release,
+    trl_vllm_range,
+    vllm_pair_fix,
+    vllm_pair_status,
+)
 
 ERROR, WARNING = "error", "warning"
 
@@ -120,26 +128,6 @@ def _contains(requirement: Requirement, version: str) -> bool:
         return True  # a version pip cannot read is not ours to judge
 
 
-def trl_vllm_range() -> str | None:
-    """The vLLM versions the installed trl declares in its "vllm" extra (None: no trl, or no such extra)."""
-    declared = None
-    for text in (importlib.metadata.requires("trl") or []) if installed_version("trl") else []:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if requirement.name == "vllm" and requirement.marker is not None and "vllm" in str(requirement.marker):
-            declared = str(requirement.specifier)
-    return declared
-
-
-def pair_status(vllm: str, declared: str | None) -> str:
-    """The pair's status: inside or outside the vLLM versions trl declares; unknown without a declared range."""
-    if declared is None:
-        return "unknown"
-    return "inside" if _contains(Requirement(f"vllm{declared}"), vllm) else "outside"
-
-
 def vllm_pair() -> dict | None:
     """The installed vLLM against the range the installed trl declares in its "vllm" extra (None without vLLM).
 
@@ -154,20 +142,19 @@ def vllm_pair() -> dict | None:
         "distribution": installed_distribution("vllm"),
         "trl": trl,
         "trl_declares": declared,
-        "status": pair_status(vllm, declared),
+        "status": vllm_pair_status(vllm, declared),
     }
 
 
 def vllm_pair_problems(pair: dict | None) -> list[Problem]:
     if not pair or pair["status"] != "outside":
         return []
-    wanted = f"{pair['distribution']}{pair['trl_declares']}"
     return [
         Problem(
             WARNING,
             f"{pair['distribution']} {pair['vllm']} is outside the vLLM versions trl {pair['trl']} declares "
             f"({pair['trl_declares']}): trl warns and drives vLLM's API of another release",
-            f"pip install '{wanted}'",
+            vllm_pair_fix(pair),
         )
     ]
 
