@@ -625,7 +625,13 @@ def _swift_grpo_trainer(reward: Callable[..., list]) -> Any:
     dataset = write_dataset(folder / "swift_prompts.jsonl")
     # beta 0: no reference model. keep_unknown_settings: smoke_swift's option for the removed-argument reproducers.
     settings = SimpleNamespace(
-        device="cpu", steps=1, seed=0, config_overrides={"beta": 0.0}, keep_unknown_settings=False, teacher=False
+        device="cpu",
+        steps=1,
+        seed=0,
+        config_overrides={"beta": 0.0},
+        keep_unknown_settings=False,
+        teacher=False,
+        vllm=None,
     )
     argv, _ = swift_argv(api, Path(_tiny_model_folder()), dataset, str(folder / "swift"), settings)
     pipeline = api.pipeline(argv)
@@ -688,6 +694,8 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.vllm-truncated-logprobs": "acts on the log-probs a vLLM engine returns from truncated sampling, which only a "
     "started engine gives: matrix reproducer vllm-truncated-sampling (the logged importance ratio, plain vs patched); "
     "its arithmetic is tested against vLLM's sampler (tests/test_vllm_truncated_logprobs.py)",
+    "swift.vllm-cpu-prepacked-sync": "acts only on a started vLLM CPU engine whose linear weights are packed away: "
+    "matrix reproducer swift-vllm-cpu-prepacked (plain fails at the first sync, patched trains) in cell swift-4.6-vllm",
     "trl.train-sampler-signature": _train_sampler_takes_the_dataset_transformers_passes,
     "trl.resume-generation-buffer": _a_resumed_trainer_between_generations_gets_completions,
     "transformers.gemma3-text-token-type-ids": _gemma3_trains_on_text_without_token_type_ids,

@@ -733,6 +733,18 @@ REPRODUCERS += (
         patched=None,
     ),
     Reproducer(
+        id="swift-vllm-cpu-prepacked",
+        patch="swift.vllm-cpu-prepacked-sync",
+        script="swift",
+        # swift rlhf --use_vllm true --vllm_mode colocate in float32: vLLM's CPU build packed its linear weights
+        # away for oneDNN, and ms-swift's sync calls load_weights on them. Patched: loaded through reload_weights.
+        requires=("ms-swift>=4.5", "vllm>=0.18"),
+        settings=(),
+        flags=("--vllm", "colocate"),
+        upstream=r"AttributeError: 'Parameter' object has no attribute 'weight_loader'",
+        patched=None,
+    ),
+    Reproducer(
         id="removed-setting",
         patch="trl.grpo-config-settings",
         script="grpo",
@@ -934,5 +946,14 @@ REPRODUCERS += (
         patched=r"TrainingStalledError: GRPO is not learning: no group had any reward spread.*the weights moved all "
         r"the same, through the MoE router load-balancing loss .*router_aux_loss_coef=0\.001",
         checks=("learns",),
+    ),
+)
+
+# top_p=0.8 in 2 processes (gloo DDP, a colocated engine per rank): each rank's vLLM log-probs are corrected on its own.
+REPRODUCERS += (
+    replace(
+        next(r for r in REPRODUCERS if r.id == "vllm-truncated-sampling"),
+        id="vllm-truncated-sampling-ddp",
+        launcher="ddp",
     ),
 )

@@ -59,7 +59,7 @@ STEPS = 3
 # The smoke kinds of a trl or ms-swift cell, which a version skew breaks as a whole (Reproducer.breaks_every_run).
 SMOKE_KINDS = (
     *("single", "ddp", "zero2", "zero3", "zero2-ga8", "zero3-ga8", "vllm", "vllm-ddp"),
-    *("swift", "swift-cli", "swift-cli-2proc", "tools", "environments"),
+    *("swift", "swift-cli", "swift-cli-2proc", "tools", "environments", "swift-vllm-bf16"),
 )
 # The multi-turn smoke kinds (smoke_grpo.py --multi-turn CASE) and their versions (see MULTI_TURN).
 MULTI_TURN_KINDS = ("tools", "environments")
@@ -211,7 +211,13 @@ def effect_runs(versions: dict[str, str | None], only: str | None = None) -> lis
 
 def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> list[Run]:
     runs: list[Run] = []
-    if versions.get("vllm") and not versions.get("ms-swift"):
+    if versions.get("vllm") and versions.get("ms-swift"):
+        # swift rlhf --use_vllm true, colocate. Upstream trains where vLLM's CPU build keeps its linear weights:
+        # in bf16 on a CPU whose oneDNN has no bf16 matmul (AVX2); float32 is reproducer swift-vllm-cpu-prepacked.
+        # swift refuses bf16 on CPU without use_cpu; at 1e-5 three Adam steps move no bf16 norm weight (1.0 +- 2^-8)
+        bf16 = ("torch_dtype=bfloat16", "use_cpu=true", "learning_rate=0.01")
+        return _pair("swift-vllm-bf16", "swift", settings=bf16, flags=(VLLM_FLAG, "colocate"))
+    if versions.get("vllm"):
         # A vLLM engine starts in each run (about a minute on 2 CPU cores): these cells run the vLLM path only.
         colocate = (VLLM_FLAG, "colocate")
         runs += _pair("vllm", "grpo", flags=colocate)

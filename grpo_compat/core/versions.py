@@ -180,3 +180,41 @@ def window_problem(
         if not inside:
             return "outside version window", f"{name} {version} is outside {text.replace(' ', '')}"
     return None
+
+
+def trl_vllm_range() -> str | None:
+    """The vLLM versions the installed trl declares in its "vllm" extra (None: no trl, or no such extra).
+
+    For `grpo-compat doctor` and `explain` only: it reads trl's requirements with ``packaging``.
+    """
+    import importlib.metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    declared = None
+    for text in (importlib.metadata.requires("trl") or []) if installed_version("trl") else []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "vllm" and requirement.marker is not None and "vllm" in str(requirement.marker):
+            declared = str(requirement.specifier)
+    return declared
+
+
+def vllm_pair_status(vllm: str, declared: str | None) -> str:
+    """A trl / vLLM pair: inside or outside the vLLM versions trl declares; unknown without a declared range."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if declared is None:
+        return "unknown"
+    try:
+        return "inside" if SpecifierSet(declared).contains(Version(vllm), prereleases=True) else "outside"
+    except InvalidVersion:
+        return "inside"  # a version pip cannot read is not ours to judge
+
+
+def vllm_pair_fix(pair: dict) -> str:
+    """The install that brings a pair outside trl's declared vLLM versions inside them."""
+    return f"pip install '{pair['distribution']}{pair['trl_declares']}'"

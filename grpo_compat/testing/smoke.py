@@ -302,7 +302,10 @@ def weight_change(trainable: list[str], before: dict, after: dict, checkpoint: P
     return {
         "all_trainable_params_changed": bool(trainable) and not unchanged,
         "unchanged_params": unchanged,
-        "corrupted_at_load": sorted(n for n, t in saved.items() if n in loaded and not torch.equal(loaded[n], t)),
+        # In the dtype the run loaded (a bf16 run rounds the float32 checkpoint as it loads: not corruption).
+        "corrupted_at_load": sorted(
+            n for n, t in saved.items() if n in loaded and not torch.equal(loaded[n], t.to(loaded[n].dtype))
+        ),
         "weights_sha256": digest(after),
     }
 

