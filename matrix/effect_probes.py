@@ -297,6 +297,20 @@ def _outdated_logps_override_is_refused() -> bool:
     return _refused_before_loading(build, UnsupportedCombinationError)
 
 
+def _async_grpo_environment_owned_is_refused() -> bool:
+    from grpo_compat.testing.multi_turn import CounterEnvironment
+
+    def build() -> Any:
+        from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+
+        config = AsyncGRPOConfig(output_dir=_scratch_folder(), max_steps=2, **_CONFIG)
+        return AsyncGRPOTrainer(
+            model=_MISSING_MODEL, reward_funcs=_zero_reward, args=config, environment_factory=CounterEnvironment
+        )
+
+    return _refused_before_loading(build, UnsupportedCombinationError)
+
+
 def _train_sampler_takes_the_dataset_transformers_passes() -> bool:
     from types import SimpleNamespace
 
@@ -689,6 +703,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.refuse-liger-missing-loss-type": _liger_loss_without_the_loss_type_is_refused,
     "trl.refuse-gmpo-with-liger": _gmpo_with_liger_is_refused,
     "trl.refuse-outdated-logps-override": _outdated_logps_override_is_refused,
+    "trl.refuse-async-grpo-environment-owned": _async_grpo_environment_owned_is_refused,
     "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
     "liger-zero3-empty-lm-head",
     "trl.vllm-truncated-logprobs": "acts on the log-probs a vLLM engine returns from truncated sampling, which only a "

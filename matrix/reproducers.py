@@ -957,3 +957,15 @@ REPRODUCERS += (
         launcher="ddp",
     ),
 )
+# trl #6824: AsyncGRPOTrainer with an environment_factory and no train_dataset reads self.args before Trainer sets it.
+REPRODUCERS += (
+    Reproducer(
+        id="async-grpo-environment-owned",
+        patch="trl.refuse-async-grpo-environment-owned",
+        script="async-grpo-environment-owned",
+        requires=("trl>=1.9,<1.11",),
+        settings=(),
+        upstream=r"AttributeError: 'AsyncGRPOTrainer' object has no attribute 'args'",
+        patched=r"UnsupportedCombinationError: AsyncGRPOTrainer with an environment_factory and no train_dataset fails",
+    ),
+)

@@ -50,6 +50,7 @@ SCRIPTS = {
     "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
+    "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
     "lora-merge": Script(MATRIX / "probe_lora_merge.py", "swift", probe=True),  # census row 14, no patch
     # Every cell: each patch in its window applied, reverted and applied again, its effect probed in between.

@@ -30,6 +30,8 @@ SKEW_LOGS = {
     # a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (axolotl #3971)
     "r30_trl1.9.0_tf5.10.0_logps_override.log": "trl-logps-override-old-signature",
     "r30_trl1.16.0_tf5.23.0_logps_override.log": "trl-logps-override-old-signature",
+    # AsyncGRPOTrainer(environment_factory=..., train_dataset=None), model loaded with sdpa for CPU (trl #6824)
+    "r30_trl1.9.2_tf5.10.0_async_env_owned.log": "trl-async-grpo-environment-owned-args",
     "r15_trl0.17.0_tf4.52.4.log": None,  # trains
     "r16_trl0.27.2_tf4.56.2_grpo_evalfirst.log": None,  # trains
 }
