@@ -78,11 +78,10 @@ def test_a_run_that_hangs_is_stopped_and_reported_as_a_timeout(fake_script, tmp_
 
 @pytest.mark.slow
 def alive(pid: int) -> bool:
-    """``pid`` runs: neither gone nor dead and waiting to be reaped (Linux /proc)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    """``pid`` runs: neither gone nor dead and waiting to be reaped."""
+    from grpo_compat.testing.smoke import process_stat
+
+    return process_stat(pid)[:1] not in ([], ["Z"])
 
 
 def test_a_launch_that_times_out_inside_a_run_takes_its_ranks_with_it(tmp_path):

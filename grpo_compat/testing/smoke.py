@@ -467,17 +467,24 @@ def descendants(pid: int) -> list[int]:
     """The processes ``pid`` started, however deep (read from Linux's /proc; none where there is no /proc)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after the name, which may hold spaces
-        except (OSError, IndexError, ValueError):
-            continue  # it ended while the table was read
-        children.setdefault(parent, []).append(int(stat.parent.name))
+        fields = process_stat(int(stat.parent.name))
+        if fields:  # else it ended while the table was read
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
     found, unseen = [], [pid]
     while unseen:
         for child in children.get(unseen.pop(), []):
             found.append(child)
             unseen.append(child)
     return found
+
+
+def process_stat(pid: int) -> list[str]:
+    """The fields of Linux's /proc/PID/stat after the process name (which may hold spaces): state, parent, ...;
+    [] when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
 
 
 def free_port() -> int:
