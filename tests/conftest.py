@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import resource
 import sys
 import textwrap
 from pathlib import Path
@@ -25,6 +26,52 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 _counter = itertools.count()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cpu-durations",
+        type=int,
+        metavar="N",
+        help="list the N tests that used the most CPU (their own and their subprocesses', user + system); 0: all",
+    )
+
+
+def _cpu_seconds() -> float:
+    """CPU of this process and of the subprocesses it waited for (a run's ranks count through their launcher)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # CI is CPU-bound on 2 cores: wall times of tests side by side hide which ones cost the CPU.
+    item.cpu_started = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "teardown":
+        report.user_properties.append(("cpu_s", round(_cpu_seconds() - item.cpu_started, 1)))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    count = config.getoption("--cpu-durations")
+    if count is None:
+        return
+    spent = [
+        (dict(report.user_properties)["cpu_s"], report.nodeid)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "teardown" and "cpu_s" in dict(getattr(report, "user_properties", ()))
+    ]
+    spent.sort(reverse=True)
+    terminalreporter.write_sep("=", f"CPU of the tests: {sum(s for s, _ in spent):.0f} s in all, the most first")
+    for seconds, nodeid in spent[: count or None]:
+        terminalreporter.write_line(f"{seconds:8.1f}s cpu  {nodeid}")
 
 
 @pytest.fixture
