@@ -25,11 +25,41 @@ from grpo_compat.matrix.project import MatrixProject
 
 REPO = Path(__file__).resolve().parent.parent
 CELLS_FILE = REPO / "matrix" / "cells.toml"
-ENVS = CellEnvs(REPO / ".matrix" / "envs", GrpoCompatSource(str(REPO), editable=True))
+DEVELOPMENT_ENV = REPO / ".venv"  # matrix/setup.sh builds it from the default cell's pins, with the dev extras
 
 
 def cells_file() -> CellsFile:
     return load_cells_file(CELLS_FILE)
+
+
+class RepositoryEnvs(CellEnvs):
+    """The default cell's runs use .venv while .venv holds that cell's pins.
+
+    The two envs differ only by the dev extras (pytest, hypothesis, ruff), which no run imports; a second env
+    of the same pins cost CI an env build, a DeepSpeed op build and the bytecode of every module a run reads.
+    A .venv built from other pins is left alone: the cell gets its own env, as every other cell does.
+    """
+
+    def _development_env(self, cell: Cell, path: Path | None, extras: str) -> bool:
+        return (
+            path is None
+            and not extras
+            and cell.name == cells_file().default
+            and super().is_ready(cell, DEVELOPMENT_ENV, "dev")
+        )
+
+    def is_ready(self, cell: Cell, path: Path | None = None, extras: str = "") -> bool:
+        if self._development_env(cell, path, extras):
+            return True
+        return super().is_ready(cell, path, extras)
+
+    def ensure(self, cell: Cell, path: Path | None = None, extras: str = "", wheelhouse=None, progress=None) -> Path:
+        if wheelhouse is None and self._development_env(cell, path, extras):
+            path, extras = DEVELOPMENT_ENV, "dev"
+        return super().ensure(cell, path, extras, wheelhouse, progress)
+
+
+ENVS = RepositoryEnvs(REPO / ".matrix" / "envs", GrpoCompatSource(str(REPO), editable=True))
 
 
 class RepositoryPlan:

@@ -289,3 +289,25 @@ def test_a_patched_upstream_suite_passes_only_with_every_outcome_and_loss_of_the
     failed = {**plain, "tests": {**tests, "t::b": {"outcome": "failed", "final_loss": None}}}
     assert judge(run, failed, plain)[0] == "fail"
     assert judge(run, {"status": "error", "error": "RuntimeError: pytest exited 2"}, plain)[0] == "fail"
+
+
+def test_the_default_cell_runs_in_the_development_env_only_while_it_holds_the_cells_pins(tmp_path, monkeypatch):
+    from matrix import repository
+
+    cells = cells_file()
+    default, other = cells.cells[cells.default], cells.cells["trl-0.16"]
+    development = tmp_path / "venv"
+    (development / "bin").mkdir(parents=True)
+    (development / "bin" / "python").write_text("")
+    monkeypatch.setattr(repository, "DEVELOPMENT_ENV", development)
+    envs = repository.RepositoryEnvs(tmp_path / "envs", repository.ENVS.source)
+    fingerprint = default.fingerprint(envs.source.key())
+
+    (development / ".grpo-compat-env").write_text(f"{fingerprint} dev")  # setup.sh's .venv of the default pins
+    monkeypatch.setattr(envs, "_refresh_grpo_compat", lambda *args: None)
+    assert envs.is_ready(default) and envs.ensure(default) == development / "bin" / "python"
+    assert not envs.is_ready(other)  # every other cell keeps its own env
+
+    (development / ".grpo-compat-env").write_text("0123456789ab dev")  # built from other pins
+    assert not envs.is_ready(default)
+    assert (development / "bin" / "python").exists()
