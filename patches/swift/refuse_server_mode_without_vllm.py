@@ -29,18 +29,15 @@ from grpo_compat.core.registry import patch
     expects=("self",),
 )
 def refuse_server_mode_without_vllm(wrapped: Any, arguments: Any, *args: Any, **kwargs: Any) -> Any:
-    grpo = getattr(arguments, "rlhf_type", None) == "grpo"
-    if grpo and getattr(arguments, "vllm_mode", None) == "server" and not getattr(arguments, "use_vllm", False):
+    if getattr(arguments, "rlhf_type", None) == "grpo":  # RLHFArguments' own default is dpo
         from grpo_compat.core.errors import GRPOSettingsError
-        from grpo_compat.fixes.combinations import installed
+        from grpo_compat.core.versions import installed_version
+        from grpo_compat.fixes.swift_settings import vllm_mode_without_vllm
 
-        raise GRPOSettingsError(
-            f"--vllm_mode server without --use_vllm true cannot train on {installed('ms-swift')}: with use_vllm "
-            "false swift generates with the model itself and never creates the vLLM server client, yet sends "
-            "the rollout to it, so the first generation fails with \"'GRPOTrainer' object has no attribute "
-            "'vllm_client'\" after the model loaded (ms-swift 3.12 refuses this pair). Set --use_vllm true with "
-            "--vllm_server_host / --vllm_server_port of a running `swift rollout`; or remove --vllm_mode server "
-            "to generate without vLLM. Refused before the model loads (grpo_compat catalogue: "
-            "swift-server-mode-without-use-vllm; `grpo-compat doctor` lists it)."
-        )
+        problem = vllm_mode_without_vllm(arguments, installed_version("ms-swift") or "3.5")
+        if problem:  # in this patch's window only the server rollout without vLLM
+            raise GRPOSettingsError(
+                f"{problem} Refused before the model loads (grpo_compat catalogue: "
+                "swift-server-mode-without-use-vllm; `grpo-compat doctor` lists it)."
+            )
     return wrapped(arguments, *args, **kwargs)
