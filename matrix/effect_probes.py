@@ -548,6 +548,10 @@ def _swift_3_5_grpo_on_trl_0_20_is_refused() -> bool:
     return _refused_before_loading(_swift_rlhf_arguments(), UnsupportedCombinationError)
 
 
+def _swift_server_mode_without_vllm_is_refused() -> bool:
+    return _refused_before_loading(_swift_rlhf_arguments(vllm_mode="server"), GRPOSettingsError)
+
+
 def _swift_3_2_0_grpo_on_trl_0_16_is_refused() -> bool:
     from types import SimpleNamespace
 
@@ -724,6 +728,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.token-normalisation-scale": _dapo_loss_is_scaled_to_the_accumulation_steps,
     "swift.refuse-trl-0.20-on-swift-3.5": _swift_3_5_grpo_on_trl_0_20_is_refused,
     "swift.refuse-trl-0.16-on-swift-3.2.0": _swift_3_2_0_grpo_on_trl_0_16_is_refused,
+    "swift.refuse-server-mode-without-vllm": _swift_server_mode_without_vllm_is_refused,
     "swift.refuse-trl-optional-imports": _swift_grpo_on_trl_taking_missing_packages_for_installed_is_refused,
     "swift.reward-names-check": _unregistered_swift_reward_is_refused_before_the_models,
     "swift.arguments-not-taken": _misspelt_swift_argument_is_named_with_the_argument_meant,

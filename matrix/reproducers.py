@@ -637,6 +637,16 @@ REPRODUCERS += (
         breaks_every_run=True,
     ),
     Reproducer(
+        id="swift-server-mode-without-vllm",
+        patch="swift.refuse-server-mode-without-vllm",
+        script="swift",
+        # ms-swift #5185: no server, no vLLM needed; the rollout reads a client only --use_vllm true creates.
+        requires=("ms-swift>=3.5,<3.12",),
+        settings=('vllm_mode="server"',),
+        upstream=r"'GRPOTrainer' object has no attribute 'vllm_client'",
+        patched=r"GRPOSettingsError: --vllm_mode server without --use_vllm true cannot train on ms-swift 3\.",
+    ),
+    Reproducer(
         id="swift-trl-0.16-temperature",
         patch="swift.refuse-trl-0.16-on-swift-3.2.0",
         script="swift",

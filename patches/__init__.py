@@ -25,6 +25,7 @@ WRAPPING_ORDER = (
     # ms-swift RLHFArguments.__post_init__ (3.x, 4.x)
     "swift.refuse-trl-0.20-on-swift-3.5",
     "swift.refuse-trl-optional-imports",
+    "swift.refuse-server-mode-without-vllm",
     "swift.grpo-arguments-check",
     # ms-swift SwiftRLHF._prepare_model_tokenizer (the windows do not meet: ms-swift 3.2.0 / >= 3.5)
     "swift.refuse-trl-0.16-on-swift-3.2.0",

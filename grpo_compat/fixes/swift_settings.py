@@ -99,3 +99,36 @@ def refuse_impossible_swift_grpo(arguments: object) -> None:
         _checked_swift_arguments[id(arguments)] = arguments
     except TypeError:  # an object without weak references is checked again next time, which is harmless
         pass
+
+
+# ms-swift 3.5 (where --vllm_mode came) to 3.11 take --vllm_mode server with use_vllm false and fail at the first
+# generation (ms-swift #5185); 3.12 refuses any --vllm_mode without --use_vllm true while it parses.
+SERVER_ROLLOUT_WITHOUT_VLLM = "ms-swift>=3.5,<3.12"
+SWIFT_REFUSES_VLLM_MODE_WITHOUT_VLLM = "ms-swift>=3.12"
+
+
+def vllm_mode_without_vllm(source: object, swift_version: str) -> str | None:
+    """Why GRPO arguments that name a vllm_mode but leave use_vllm false cannot train on this ms-swift; or None."""
+    from grpo_compat.core.versions import window_problem
+
+    get = field_getter(source)
+    mode, use_vllm = get("vllm_mode", None), str(get("use_vllm", False)).lower() in ("true", "1")
+    if get("rlhf_type", "grpo") != "grpo" or use_vllm or mode is None:
+        return None
+    swift = {"ms-swift": swift_version}
+    if mode == "server" and window_problem((SERVER_ROLLOUT_WITHOUT_VLLM,), swift) is None:
+        return (
+            f"--vllm_mode server without --use_vllm true cannot train on ms-swift {swift_version}: with use_vllm "
+            "false swift generates with the model itself and never creates the vLLM server client, yet sends the "
+            "rollout to it, so the first generation fails with \"'GRPOTrainer' object has no attribute "
+            "'vllm_client'\" after the model loaded (ms-swift 3.12 refuses this pair). Set --use_vllm true with "
+            "--vllm_server_host / --vllm_server_port of a running `swift rollout`; or remove --vllm_mode server to "
+            "generate without vLLM."
+        )
+    if window_problem((SWIFT_REFUSES_VLLM_MODE_WITHOUT_VLLM,), swift) is None:
+        return (
+            f"ms-swift {swift_version} refuses --vllm_mode {mode} without --use_vllm true while it parses its "
+            'arguments ("vllm_mode is not supported when use_vllm is false"). Set --use_vllm true (server mode: '
+            "with --vllm_server_host of a running `swift rollout`); or remove --vllm_mode to generate without vLLM."
+        )
+    return None

@@ -54,6 +54,7 @@ def _check(args: argparse.Namespace) -> int:
         swift_version = preflight.swift_version_here(swift_version)
         swift_arguments = preflight.parse_swift_arguments(args.arguments)
         refused = preflight.refused_settings(list(swift_arguments), "ms-swift", swift_version, "cli")
+        refused += preflight.swift_rollout_findings(swift_arguments, swift_version)
         settings = preflight.swift_settings(swift_arguments, world_size, swift_version)
     else:
         if not args.arguments:

@@ -108,6 +108,14 @@ def refused_settings(keys: list[str], package: str, version: str, context: str) 
     ]
 
 
+def swift_rollout_findings(arguments: dict, swift_version: str) -> list[Finding]:
+    """A finding when the arguments name a vllm_mode that this ms-swift cannot run without --use_vllm true."""
+    from grpo_compat.fixes.swift_settings import vllm_mode_without_vllm
+
+    problem = vllm_mode_without_vllm(arguments, swift_version)
+    return [Finding("vllm-mode-without-use-vllm", "error", problem)] if problem else []
+
+
 def upgrade_between(pin: str, package: str, target: str | None) -> tuple[str, str]:
     """(old, new) releases of ``--from PACKAGE==OLD``: OLD must be a release the data holds, new the named or
     installed one."""
