@@ -4,7 +4,8 @@ Symptom:   `AttributeError: 'super' object has no attribute '_get_per_token_logp
            GRPOTrainer._get_per_token_logps, once the model, the reference model and the first
            generation are done: ms-swift 3.5-3.6 call trl's GRPOTrainer._get_per_token_logps, which
            trl 0.20 renamed to _get_per_token_logps_and_entropies (with another signature).
-Upstream:  census row 20 (ms-swift / trl skews); ms-swift 3.7 calls the new name.
+Upstream:  census row 20, its family of ms-swift / trl skews (ms-swift #3470, #9261); ms-swift 3.7 calls
+           the new name.
 Versions:  ms-swift 3.5.0-3.6.x (they declare trl<0.20; pip reaches the pair with a later
            `pip install -U trl` or --no-deps). Reproduced with ms-swift 3.5.3 on trl 0.20.0 and 0.21.0;
            trl 0.17.0-0.19.1 train (matrix cell swift-3.5-trl0.20, reproducer swift-trl-0.20-logps-renamed).
