@@ -563,6 +563,23 @@ def _swift_3_2_0_grpo_on_trl_0_16_is_refused() -> bool:
     )
 
 
+def _swift_liger_grpo_on_a_text_base_vision_model_is_refused() -> bool:
+    from types import SimpleNamespace
+
+    rlhf = _swift("swift.pipelines.train.rlhf", "swift.llm.train.rlhf")
+    architectures = ["Qwen2_5_VLForConditionalGeneration"]  # transformers < 4.52: its Qwen2_5_VLModel takes no images
+    vision_model = SimpleNamespace(
+        rlhf_type="grpo",
+        use_liger_kernel=True,
+        model_meta=SimpleNamespace(is_multimodal=True, architectures=architectures),
+        model_info=SimpleNamespace(config=SimpleNamespace(architectures=architectures)),
+    )
+    # Upstream loads the models from these arguments (it fails on the stand-in): the patch refuses first.
+    return _refused_before_loading(
+        lambda: rlhf.SwiftRLHF._prepare_model_tokenizer(SimpleNamespace(args=vision_model)), UnsupportedCombinationError
+    )
+
+
 def _swift_grpo_on_trl_taking_missing_packages_for_installed_is_refused() -> bool:
     return _refused_before_loading(_swift_rlhf_arguments(), UnsupportedCombinationError)
 
@@ -730,6 +747,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "swift.refuse-trl-0.16-on-swift-3.2.0": _swift_3_2_0_grpo_on_trl_0_16_is_refused,
     "swift.refuse-server-mode-without-vllm": _swift_server_mode_without_vllm_is_refused,
     "swift.refuse-trl-optional-imports": _swift_grpo_on_trl_taking_missing_packages_for_installed_is_refused,
+    "swift.refuse-liger-multimodal-text-base-model": _swift_liger_grpo_on_a_text_base_vision_model_is_refused,
     "swift.reward-names-check": _unregistered_swift_reward_is_refused_before_the_models,
     "swift.arguments-not-taken": _misspelt_swift_argument_is_named_with_the_argument_meant,
     "trl.peft-input-grads": _peft_inputs_require_grad_under_reentrant_checkpointing,

@@ -672,6 +672,20 @@ REPRODUCERS += (
         breaks_import=True,
     ),
     Reproducer(
+        id="swift-liger-multimodal-text-base-model",
+        patch="swift.refuse-liger-multimodal-text-base-model",
+        script="swift",
+        # ms-swift #5377 at smoke size: a tiny Qwen2.5-VL, an image per prompt, --use_liger_kernel. liger-kernel 0.6
+        # patches no Qwen2.5-VL below transformers 4.52.4 (no Triton kernel, which CPU cannot run); its GRPO loss is
+        # torch. Plain, the first step fails after the models loaded and generated; patched, it is refused first.
+        requires=("ms-swift>=3.7", "transformers<4.52", "liger-kernel"),
+        settings=("use_liger_kernel=true",),
+        upstream=r"Qwen2_5_VLModel\.forward\(\) got an unexpected keyword argument 'pixel_values'",
+        patched=r"UnsupportedCombinationError: ms-swift 3\.[\d.]+ with transformers 4\.[\d.]+ cannot train GRPO with "
+        r"use_liger_kernel on this vision-language model",
+        flags=("--model-arch", "qwen2.5-vl"),
+    ),
+    Reproducer(
         id="num-logits-to-keep-ignored",
         patch="trl.refuse-trl-0.14-on-transformers-4.52",
         script="num-logits-to-keep",

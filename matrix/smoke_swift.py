@@ -79,11 +79,23 @@ def label_first_sample_from_column_0(template: Any) -> None:
     template.data_collator = data_collator  # this trainer's template only
 
 
-def write_dataset(path: Path) -> Path:
-    # One user turn per row: GRPO generates the assistant turn.
+def write_dataset(path: Path, with_images: bool = False) -> Path:
+    """One user turn per row: GRPO generates the assistant turn. with_images: an image before each prompt (swift's
+    `<image>` tag and `images` column), the tiny images of write_tiny_images in turn."""
     rows = [{"messages": [{"role": "user", "content": text}]} for text in prompt_texts()]
+    if with_images:
+        from grpo_compat.testing.tiny_model import write_tiny_images
+
+        images = write_tiny_images(path.parent / "images")
+        for index, row in enumerate(rows):
+            row["messages"][0]["content"] = "<image>" + row["messages"][0]["content"]
+            row["images"] = [str(images[index % len(images)])]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
+
+
+# The swift model type and template of a --model-arch other than the Qwen2 text models.
+SWIFT_MODEL_TYPES = {"qwen2.5-vl": ("qwen2_5_vl", "qwen2_5_vl")}
 
 
 def as_argv(key: str, value: Any) -> list[str]:
@@ -98,11 +110,12 @@ def swift_arguments(
 
     tuner_key: "tuner_type" on ms-swift 4.x, "train_type" on 3.x (renamed in 4.0).
     """
+    model_type, template = SWIFT_MODEL_TYPES.get(getattr(args, "model_arch", "qwen2"), ("qwen2", "qwen2_5"))
     return {
         "rlhf_type": "grpo",
         "model": str(model_dir),
-        "model_type": "qwen2",
-        "template": "qwen2_5",
+        "model_type": model_type,
+        "template": template,
         tuner_key: "full",
         "torch_dtype": "bfloat16" if args.device == "cuda" else "float32",
         "check_model": False,  # else the trainer asks the ModelScope hub whether the model is the latest
@@ -211,7 +224,7 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     api = swift_api()
     register_reward(api, reward_function(args))
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    dataset = write_dataset(Path(output_dir) / "smoke_prompts.jsonl")
+    dataset = write_dataset(Path(output_dir) / "smoke_prompts.jsonl", with_images=args.model_arch == "qwen2.5-vl")
     if args.arguments_in_python:  # as `rlhf_main(RLHFArguments(...))` scripts do: no command line parsed
         keywords, result["config_fields_dropped"] = swift_keywords(api, model_dir, dataset, output_dir, args)
         pipeline = api.pipeline(api.arguments(**keywords))  # checks the arguments, loads model and reference model

@@ -29,6 +29,7 @@ WRAPPING_ORDER = (
     "swift.grpo-arguments-check",
     # ms-swift SwiftRLHF._prepare_model_tokenizer (the windows do not meet: ms-swift 3.2.0 / >= 3.5)
     "swift.refuse-trl-0.16-on-swift-3.2.0",
+    "swift.refuse-liger-multimodal-text-base-model",  # ms-swift >= 3.7 with transformers < 4.52
     "swift.reward-names-check",
     # ms-swift GRPOTrainer.__init__ (both act on the trainer upstream has just built)
     "swift.reward-count-check",  # wraps the reward functions after the dry run called them unwrapped

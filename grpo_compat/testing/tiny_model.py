@@ -68,7 +68,9 @@ def _is_built(directory: Path, seed: int, architecture: str = "qwen2") -> bool:
     )
 
 
-def _write_tokenizer(out: Path, seed: int) -> dict[str, int]:
+def _write_tokenizer(
+    out: Path, seed: int, extra_special: tuple[str, ...] = (), extra_special_from: int = 0
+) -> dict[str, int]:
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     # Qwen2's own normalizer and pre-tokenizer: transformers 5 loads this directory
@@ -90,6 +92,10 @@ def _write_tokenizer(out: Path, seed: int) -> dict[str, int]:
         show_progress=False,
     )
     tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    if extra_special_from:
+        tok = _padded(tok, extra_special_from)
+    # Appended after training: the trained vocabulary and its ids stay those of the text-only tokenizer.
+    tok.add_special_tokens(list(extra_special))
     tok.save(str(out / "tokenizer.json"))
     # Written by hand, not by save_pretrained: transformers 5 would record
     # "TokenizersBackend", which 4.x cannot load, and a chat_template.jinja
@@ -110,9 +116,19 @@ def _write_tokenizer(out: Path, seed: int) -> dict[str, int]:
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
     special = {k: config[k] for k in ("eos_token", "pad_token")}
     (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2))
-    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    ids = {t: tok.token_to_id(t) for t in [*SPECIAL_TOKENS, *extra_special]}
     ids["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
     return ids
+
+
+def _padded(tok: Any, size: int) -> Any:
+    """The tokenizer with unused vocabulary entries up to ``size`` ids (no merge produces them: never emitted)."""
+    from tokenizers import Tokenizer
+
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    vocab.update({f"<|unused_{index}|>": index for index in range(len(vocab), size)})
+    return Tokenizer.from_str(json.dumps(data))
 
 
 def _token_ids(ids: dict[str, int]) -> dict[str, int]:
@@ -196,13 +212,102 @@ def _qwen3_moe(ids: dict[str, int]) -> Any:
     return Qwen3MoeForCausalLM(config)
 
 
+# Qwen2.5-VL's image and video tokens, at their ids in Qwen's vocabulary (151652-151656): ms-swift's template finds
+# the image placeholder by the id 151655 (Qwen2VLTemplate.image_token_id), whatever the tokenizer says.
+QWEN2_5_VL_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+QWEN2_5_VL_FIRST_TOKEN_ID = 151652
+# The vision tower's geometry, which its image processor must share: 14-pixel patches merged 2 x 2 into one
+# token, so images are resized to multiples of 28 pixels; 56 x 56 (the fewest pixels qwen_vl_utils keeps) is
+# 16 patches, 4 image tokens.
+QWEN2_5_VL_PATCH, QWEN2_5_VL_MERGE, QWEN2_5_VL_TEMPORAL = 14, 2, 2
+QWEN2_5_VL_PIXELS = (56 * 56, 112 * 112)  # the image processor's min_pixels, max_pixels
+
+
+def _qwen2_5_vl(ids: dict[str, int]) -> Any:
+    """Qwen2_5_VLForConditionalGeneration: the text model of _text_sizes, a 1-block vision tower of width 32."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    vision = dict(
+        depth=1,
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        out_hidden_size=64,  # the text model's hidden_size
+        patch_size=QWEN2_5_VL_PATCH,
+        spatial_merge_size=QWEN2_5_VL_MERGE,
+        temporal_patch_size=QWEN2_5_VL_TEMPORAL,
+        window_size=QWEN2_5_VL_PATCH * QWEN2_5_VL_MERGE * 2,
+        fullatt_block_indexes=[0],
+    )
+    config = Qwen2_5_VLConfig(
+        **_text_sizes(ids),
+        vision_config=vision,
+        # Multimodal rotary sections (temporal, height, width) of the 16-wide heads' 8 frequencies.
+        rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+        tie_word_embeddings=True,
+        use_sliding_window=False,
+        sliding_window=None,
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+    )
+    return Qwen2_5_VLForConditionalGeneration(config)
+
+
+def _write_qwen2_5_vl_processor(out: Path) -> None:
+    """The image processor's settings (Qwen2VLImageProcessor), the processor class beside the tokenizer's."""
+    settings = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor",
+        "do_resize": True,
+        "do_rescale": True,
+        "do_normalize": True,
+        "do_convert_rgb": True,
+        "rescale_factor": 1 / 255,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "patch_size": QWEN2_5_VL_PATCH,
+        "merge_size": QWEN2_5_VL_MERGE,
+        "temporal_patch_size": QWEN2_5_VL_TEMPORAL,
+        "min_pixels": QWEN2_5_VL_PIXELS[0],
+        "max_pixels": QWEN2_5_VL_PIXELS[1],
+    }
+    (out / "preprocessor_config.json").write_text(json.dumps(settings, indent=2))
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    config["processor_class"] = "Qwen2_5_VLProcessor"
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+
+
+def write_tiny_images(directory: str | os.PathLike[str], count: int = 4, seed: int = 0) -> list[Path]:
+    """``count`` small RGB PNG images (56 x 56 pixels, seeded noise: 4 image tokens each) for vision-language runs."""
+    import numpy as np
+    from PIL import Image
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for index in range(count):
+        path = directory / f"tiny_image_{index}.png"
+        Image.fromarray(rng.integers(0, 256, (56, 56, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
 ARCHITECTURES = {
     "qwen2": _qwen2,
     "qwen2-head64": _qwen2_head64,
     "qwen2-untied": _qwen2_untied,
     "gemma3": _gemma3,
     "qwen3-moe": _qwen3_moe,
+    "qwen2.5-vl": _qwen2_5_vl,
 }
+# RMSNorm weights named otherwise than "*norm.weight" (Qwen2.5-VL's vision blocks and merger): 1, their identity.
+VISION_NORMS = {"qwen2.5-vl": ("norm1.weight", "norm2.weight", "ln_q.weight")}
+# Tokens an architecture needs beyond SPECIAL_TOKENS (appended: the other tokens' ids are unchanged),
+# and the id of the first (the vocabulary is padded up to it with entries never emitted).
+EXTRA_SPECIAL_TOKENS = {"qwen2.5-vl": (QWEN2_5_VL_TOKENS, QWEN2_5_VL_FIRST_TOKEN_ID)}
 
 
 def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
@@ -218,7 +323,7 @@ def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = 
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
-            if name.endswith("norm.weight"):
+            if name.endswith("norm.weight") or name.endswith(VISION_NORMS.get(architecture, ())):
                 # Gemma's RMSNorm scales by 1 + weight: 0 is its identity (its vision tower's LayerNorms are not).
                 param.fill_(0.0 if architecture == "gemma3" and "vision" not in name else 1.0)
             elif name.endswith(".bias"):
@@ -233,8 +338,9 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architect
     """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``.
 
     ``architecture``: "qwen2" (hidden 64, 4 heads of 16), "qwen2-head64" (hidden 128, 2 heads of 64, 1 key-value
-    head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3), "qwen3-moe" (a tiny Qwen3 mixture of experts); the
-    tokenizer and token ids are the same for all.
+    head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3), "qwen3-moe" (a tiny Qwen3 mixture of experts),
+    "qwen2.5-vl" (a tiny Qwen2.5-VL with its image processor: write_tiny_images makes images for it); the
+    tokenizer and token ids are the same for all (qwen2.5-vl appends its 5 vision tokens at Qwen's ids, 151652-151656).
 
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
     it on the same directory: a file lock lets one build while the others wait.
@@ -254,8 +360,11 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architect
             raise FileExistsError(f"{directory} holds a model not built by build_tiny_qwen2; remove it")
         staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
         try:
-            ids = _write_tokenizer(staging, seed)
+            extra, first_id = EXTRA_SPECIAL_TOKENS.get(architecture, ((), 0))
+            ids = _write_tokenizer(staging, seed, extra, first_id)
             _write_model(staging, seed, ids, architecture)
+            if architecture == "qwen2.5-vl":
+                _write_qwen2_5_vl_processor(staging)
             # Marker off first and back on last: a half-replaced directory never looks built.
             (directory / MARKER).unlink(missing_ok=True)
             for item in sorted(staging.iterdir()):
