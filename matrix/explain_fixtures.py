@@ -1,15 +1,17 @@
 """Copy the captured logs of reproducers' plain runs into tests/fixtures/explain/matrix, for `explain`'s tests.
 
-    python -m matrix.explain_fixtures RESULTS_DIR [RESULTS_DIR ...]
+    python -m matrix.explain_fixtures RESULTS_DIR [RESULTS_DIR ...] [--replace]
 
 One log per reproducer and distinct upstream message (digits aside), the tail of what the run printed
 (ms-swift's own output first for a `swift rlhf` run); index.json records the cell, its versions, the
 catalogue record the reproducer proves and whether upstream failed silently (the matrix's judge or a
-probe found it, upstream printed nothing of its own).
+probe found it, upstream printed nothing of its own). The index keeps the entries of cells these results do
+not hold (one engineer's run of one cell must not drop the others'); --replace rebuilds it from these alone.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -59,13 +61,26 @@ def collect(results: list[Path]) -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(
+        prog="python -m matrix.explain_fixtures",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "results", nargs="+", type=Path, help="matrix results folders (grpo-compat matrix run --results)"
+    )
+    parser.add_argument("--replace", action="store_true", help="rebuild index.json from these results alone")
+    args = parser.parse_args(argv)
+    missing = [str(folder) for folder in args.results if not folder.is_dir()]
+    if missing:
+        parser.error(f"not a results folder: {', '.join(missing)}")
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    index = collect([Path(folder) for folder in argv])
-    (FIXTURES / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
-    print(f"{len(index)} logs in {FIXTURES}")
+    index_file = FIXTURES / "index.json"
+    index = {} if args.replace or not index_file.exists() else json.loads(index_file.read_text())
+    found = collect(args.results)
+    index.update(found)
+    index_file.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    print(f"{len(found)} logs written, {len(index)} in {index_file}")
     return 0
 
 

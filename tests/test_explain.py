@@ -436,3 +436,30 @@ TypeError: AsyncGRPOTrainer._get_per_token_logps_and_entropies() got an unexpect
     (match,) = explain(text, {"trl": "1.0.0"}, installed={}).matches
     assert not match.expected_here  # trl 1.0 passes none of these keywords
     assert "**kwargs" in RECORDS["trl-logps-override-old-signature"].fix
+
+
+def test_fixtures_from_one_cells_results_keep_the_other_cells_entries_and_help_writes_nothing(tmp_path, monkeypatch):
+    from matrix import explain_fixtures
+    from matrix.reproducers import REPRODUCERS
+
+    monkeypatch.setattr(explain_fixtures, "FIXTURES", tmp_path / "fixtures")
+    (tmp_path / "fixtures").mkdir()
+    index = tmp_path / "fixtures" / "index.json"
+    before = {"other@cell-a.log": {"reproducer": "other"}}
+    index.write_text(json.dumps(before))
+    reproducer, results = REPRODUCERS[0], tmp_path / "results"
+    (results / "cell-b").mkdir(parents=True)
+    run = {"kind": f"repro:{reproducer.id}", "mode": "plain", "status": "pass", "outcome": "boom", "error": "boom"}
+    (results / "cell-b.json").write_text(json.dumps({"cell": "cell-b", "versions": {"trl": "1.0"}, "runs": [run]}))
+    (results / "cell-b" / f"repro_{reproducer.id}_plain.log").write_text("RuntimeError: boom\n")
+
+    with pytest.raises(SystemExit) as asked_for_help:
+        explain_fixtures.main(["--help"])
+    assert asked_for_help.value.code == 0 and json.loads(index.read_text()) == before
+    assert explain_fixtures.main([str(results)]) == 0
+    assert set(json.loads(index.read_text())) == {"other@cell-a.log", f"{reproducer.id}@cell-b.log"}
+    assert explain_fixtures.main([str(results), "--replace"]) == 0
+    assert set(json.loads(index.read_text())) == {f"{reproducer.id}@cell-b.log"}
+    with pytest.raises(SystemExit) as not_a_folder:
+        explain_fixtures.main([str(tmp_path / "nowhere")])
+    assert not_a_folder.value.code == 2
