@@ -19,12 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_compat.core.registry import patch
+from grpo_compat.fixes.swift_settings import SERVER_ROLLOUT_WITHOUT_VLLM, vllm_mode_without_vllm
 
 
 @patch(
     id="swift.refuse-server-mode-without-vllm",
     catalogue="swift-server-mode-without-use-vllm",
-    requires="ms-swift>=3.5,<3.12",
+    requires=SERVER_ROLLOUT_WITHOUT_VLLM,  # the window the shared check (and `check --swift`) uses
     targets="swift.llm.argument.rlhf_args:RLHFArguments.__post_init__",
     expects=("self",),
 )
@@ -32,7 +33,6 @@ def refuse_server_mode_without_vllm(wrapped: Any, arguments: Any, *args: Any, **
     if getattr(arguments, "rlhf_type", None) == "grpo":  # RLHFArguments' own default is dpo
         from grpo_compat.core.errors import GRPOSettingsError
         from grpo_compat.core.versions import installed_version
-        from grpo_compat.fixes.swift_settings import vllm_mode_without_vllm
 
         problem = vllm_mode_without_vllm(arguments, installed_version("ms-swift") or "3.5")
         if problem:  # in this patch's window only the server rollout without vLLM
