@@ -361,6 +361,10 @@ def _tiny_grpo_trainer(reward: Callable[..., list] = _zero_reward, peft_config: 
     return GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=data, peft_config=peft_config)
 
 
+def _no_tools_are_rendered_as_no_tool_list() -> bool:
+    return _tiny_grpo_trainer().tools is None  # trl 0.26.0, 0.28-0.29 store []: templates then render a tool section
+
+
 def _one_reward_for_a_batch_is_refused_at_the_step() -> bool:
     def one_value(completions, **kwargs):
         return [1.0]
@@ -751,6 +755,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "swift.reward-names-check": _unregistered_swift_reward_is_refused_before_the_models,
     "swift.arguments-not-taken": _misspelt_swift_argument_is_named_with_the_argument_meant,
     "trl.peft-input-grads": _peft_inputs_require_grad_under_reentrant_checkpointing,
+    "trl.empty-tools-as-none": _no_tools_are_rendered_as_no_tool_list,
     "trl.peft-zero3-reentrant": _peft_under_zero3_gets_reentrant_checkpointing,
     "swift.logps-alignment": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,
     "swift.logps-alignment-3x": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,

@@ -715,6 +715,18 @@ REPRODUCERS += (
         patched=r"UnsupportedCombinationError: GMPOTrainer with use_liger_kernel=True on trl [\d.]+ trains the GRPO",
     ),
     Reproducer(
+        id="empty-tools-tool-section",
+        patch="trl.empty-tools-as-none",
+        script="empty-tools",
+        # trl 0.28-0.29 (0.26.0 too, which no cell pins): a template that tests `tools is not none` (Llama 3.x's)
+        # writes its tool section into every prompt of a run with no tools. Silent upstream: the probe reads the
+        # prompts the policy trained on.
+        requires=("trl>=0.28,<1.0",),
+        settings=(),
+        upstream=r"the run passed no tools, yet the prompts the policy trains on carry the template's tool section",
+        patched=None,
+    ),
+    Reproducer(
         id="vllm-server-unresolvable",
         patch="trl.vllm-server-wait",
         script="grpo",

@@ -53,6 +53,7 @@ SCRIPTS = {
     "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
     "lora-merge": Script(MATRIX / "probe_lora_merge.py", "swift", probe=True),  # census row 14, no patch
+    "empty-tools": Script(MATRIX / "probe_empty_tools.py", "grpo", probe=True),
     # Every cell: each patch in its window applied, reverted and applied again, its effect probed in between.
     "effects": Script(MATRIX / "effect_probes.py", "any", probe=True),  # its patches: effect_runs()
 }

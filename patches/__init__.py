@@ -16,6 +16,7 @@ WRAPPING_ORDER = (
     "trl.reward-count-check",  # wraps the reward functions upstream has just stored
     "trl.peft-zero3-reentrant",  # sets gradient_checkpointing_kwargs before upstream reads them
     "trl.peft-input-grads",  # hooks the embeddings of the model upstream has just wrapped
+    "trl.empty-tools-as-none",  # reads the tools upstream has just stored
     # GRPOConfig.__post_init__
     "trl.grpo-config-check",
     "trl.deepspeed-agreement",  # fills the DeepSpeed config TrainingArguments.__post_init__ has just built
