@@ -225,6 +225,15 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         runs += _pair("vllm", "grpo", flags=colocate)
         if device == "cpu":
             runs += _pair("vllm-ddp", "grpo", "ddp", flags=colocate)
+        if versions.get("peft"):  # census row 24: the sync of a LoRA policy (trl merges the adapter, then loads)
+            runs += _pair("vllm-lora", "grpo", flags=(*colocate, "--lora"))
+            if device == "cpu":
+                runs += _pair("vllm-lora-ddp", "grpo", "ddp", flags=(*colocate, "--lora"))
+        if versions.get("deepspeed") and device == "cpu":
+            # census row 23: ZeRO-3 shards gathered for the sync after each evaluation and checkpoint save
+            steps = ("eval_strategy=steps", "eval_steps=1", "save_strategy=steps", "save_steps=1")
+            skip = ZERO3_CPU_SKIP if window_problem(ZERO3_ON_CPU, versions) else None
+            runs += _pair("vllm-zero3", "grpo", "zero3", skip, steps, flags=colocate)
         return runs
     if versions.get("ms-swift"):
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")

@@ -185,12 +185,14 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.old_logps_override:
         GRPOTrainer = with_trl_1_6_logps_signature(GRPOTrainer)
 
+    evaluates = args.evaluate_first or getattr(config, "eval_strategy", "no") != "no"
+
     def new_trainer() -> Any:
         return GRPOTrainer(
             model=model,
             args=config,
             train_dataset=prompts(args),
-            eval_dataset=prompts(args) if args.evaluate_first else None,
+            eval_dataset=prompts(args) if evaluates else None,
             peft_config=lora_config() if args.lora else None,
             # Gemma-3's processor wants image settings the text-only tiny model has none of: its tokenizer, as
             # users pass.
