@@ -312,3 +312,37 @@ def test_trl_grpo_tests_agree_plain_and_patched(tmp_path: Path) -> None:
         assert all(not math.isnan(t["final_loss"]) for t in result["tests"].values() if t["final_loss"] is not None)
     patched = json.loads((tmp_path / "grpo.patched.json").read_text())
     assert "trl.grpo-config-check" in patched["patches_applied"], patched["grpo_compat_report"]
+
+
+GATED_CLASS = """
+import pytest
+
+require_torch_accelerator = pytest.mark.skipif(True, reason="test requires accelerator")
+
+
+@require_torch_accelerator
+class TestSlow:
+    def test_train_vllm(self):
+        pass
+
+    def test_train_on_gpu(self):
+        pass
+"""
+
+
+@pytest.mark.parametrize("vllm_on_cpu", [True, False])
+def test_only_trls_colocate_vllm_test_loses_its_accelerator_gate_and_only_where_vllm_runs_on_cpu(tmp_path, vllm_on_cpu):
+    (tmp_path / "test_grpo_trainer.py").write_text(GATED_CLASS)
+    raw = tmp_path / "raw.json"
+    environment = {**os.environ, "PYTHONPATH": str(Path(plugin.__file__).parent), "UPSTREAM_SUITE_RAW": str(raw)}
+    environment.update(UPSTREAM_SUITE_SUITE="grpo", UPSTREAM_SUITE_VLLM_ON_CPU="1" if vllm_on_cpu else "0")
+    command = [sys.executable, "-m", "pytest", "-p", "upstream_pytest_plugin", "-q", "-p", "no:cacheprovider"]
+    completed = subprocess.run(
+        [*command, "test_grpo_trainer.py"], cwd=tmp_path, env=environment, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:]
+    outcomes = {nodeid.split("::", 1)[1]: t["outcome"] for nodeid, t in json.loads(raw.read_text())["tests"].items()}
+    assert outcomes == {
+        "TestSlow::test_train_vllm": "passed" if vllm_on_cpu else "skipped",
+        "TestSlow::test_train_on_gpu": "skipped",  # the class's gate stays on its other tests
+    }
