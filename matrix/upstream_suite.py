@@ -22,6 +22,10 @@ How the tests run offline (pytest's working directory is a scratch folder, defau
   ``tiny-Qwen2ForSequenceClassification-2.5`` (same backbone, ``num_labels=1``, a seeded score head) and
   the ``trl-internal-testing/zen`` data set (the Zen of Python in every config trl's tests load, as jsonl,
   declared in its README.md). ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``/``TRANSFORMERS_OFFLINE`` are set.
+* In an env with vLLM (the vLLM cells), ``Qwen/Qwen2.5-0.5B-Instruct``, which trl's vLLM tests load, is the
+  head-64 tiny Qwen2 (``build_tiny_qwen2(architecture="qwen2-head64")``), and ``VLLM_CPU_KVCACHE_SPACE``
+  defaults to 1 (GiB), and the plugin lifts the "test requires accelerator" gate of trl's colocate-mode vLLM
+  training test (``test_train_vllm``): it then starts vLLM's CPU engine on that model.
 * ``matrix/upstream_pytest_plugin.py`` (same in both passes) turns trl's bf16 default off, records every
   training's loss per test and deselects tests that name a Hub model or data set not built here; the
   patched pass also calls ``grpo_compat.apply()`` when the plugin loads, before trl is imported.
@@ -79,6 +83,10 @@ PYTEST_PLUGINS = ("pytest_timeout", "pytest_datadir.plugin")
 CAUSAL_ID = "trl-internal-testing/tiny-Qwen2ForCausalLM-2.5"
 SEQCLS_ID = "trl-internal-testing/tiny-Qwen2ForSequenceClassification-2.5"
 ZEN_ID = "trl-internal-testing/zen"
+# trl's vLLM tests load this model ("tiny models are too small for vLLM"). In an env with vLLM it resolves to
+# the head-64 tiny Qwen2 (vLLM's CPU attention refuses the default's 16-wide heads); elsewhere it stays absent,
+# so the tests that name it are deselected there as before.
+VLLM_MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
 ASSET_MARKER = ".upstream_suite_asset.json"
 ASSET_RECIPE = 1  # bump when the assets below change
 # Train rows of the local zen data set. trl's has 17 (and 2 test rows); every GRPO test then trains
@@ -337,18 +345,31 @@ def build_assets(hub_root: Path, zen_train_rows: int = ZEN_TRAIN_ROWS) -> dict[s
             seqcls.mkdir(parents=True)
             write_seqcls(causal, seqcls)
             (seqcls / ASSET_MARKER).write_text(json.dumps(stamp))
+        vllm_model = hub_root / VLLM_MODEL_ID
+        if _vllm_installed() and not _asset_ready(vllm_model, stamp):
+            shutil.rmtree(vllm_model, ignore_errors=True)
+            build_tiny_qwen2(vllm_model, seed=0, architecture="qwen2-head64")
+            (vllm_model / ASSET_MARKER).write_text(json.dumps(stamp))
         zen_stamp = {**stamp, "train_rows": zen_train_rows}
         if not _asset_ready(zen, zen_stamp):
             shutil.rmtree(zen, ignore_errors=True)
             zen.mkdir(parents=True)
             write_zen(zen, zen_train_rows)
             (zen / ASSET_MARKER).write_text(json.dumps(zen_stamp))
+    vllm_assets = {VLLM_MODEL_ID: 'build_tiny_qwen2(seed=0, architecture="qwen2-head64")'} if _vllm_installed() else {}
     return {
+        **vllm_assets,
         CAUSAL_ID: "grpo_compat.testing.tiny_model.build_tiny_qwen2(seed=0)",
         SEQCLS_ID: "its AutoModelForSequenceClassification twin (num_labels=1)",
         ZEN_ID: f"the Zen of Python, jsonl, {zen_train_rows} train / {ZEN_TEST_ROWS} test rows, configs: "
         + ", ".join(zen_configs()),
     }
+
+
+def _vllm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -496,6 +517,9 @@ def run_pass(
             TOKENIZERS_PARALLELISM="false",
             CUDA_VISIBLE_DEVICES="",
         )
+        if _vllm_installed():  # vLLM's CPU engine reserves this many GiB of KV cache (its default, 4, is a lot here)
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            env["UPSTREAM_SUITE_VLLM_ON_CPU"] = "1"  # the plugin lifts the GPU gate of trl's colocate vLLM test
         command = [
             sys.executable,
             "-m",
@@ -538,6 +562,7 @@ def run_pass(
             collected=record["collected"],
             stray_runs=record["stray_runs"],
             bf16_defaults_turned_off=record["bf16_defaults_turned_off"],
+            accelerator_gate_lifted=record.get("accelerator_gate_lifted", []),
             grpo_compat_report=record["grpo_compat_report"],
             patches_applied=applied_patches(record["grpo_compat_report"]),
         )

@@ -48,12 +48,26 @@ def stale_parameters(policy: Any, engine_model: Any) -> tuple[list[str], int]:
     return differing, compared
 
 
+def policy_parameters(generation: Any) -> Any:
+    """(name, tensor) of the policy under the names vLLM stores them.
+
+    trl's own iterator where it has one (trl 1.16's VLLMGeneration._iter_named_params); trl 1.9's has none (the
+    patched run of trl's test_train_vllm crashed on it with AttributeError where the plain one trained), and then
+    named_parameters with trl's name fix, what the iterator yields for the unsharded, non-PEFT policies checked.
+    """
+    iterate = getattr(generation, "_iter_named_params", None)
+    if iterate is not None:
+        return iterate()
+    fix = getattr(generation, "_fix_param_name_to_vllm", lambda name: name)
+    return ((fix(name), param.data) for name, param in generation.model.named_parameters())
+
+
 def check_first_sync(generation: Any) -> None:
     """Raise VLLMWeightsError when the colocated engine's weights are not the policy's after a sync."""
     if unchecked_because(generation) is not None:
         return
     engine = generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
-    differing, compared = stale_parameters(generation._iter_named_params(), engine)
+    differing, compared = stale_parameters(policy_parameters(generation), engine)
     if differing:
         raise VLLMWeightsError(
             f"after a weight sync, vLLM generates with weights that are not the policy's: {len(differing)} of "

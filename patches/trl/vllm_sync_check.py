@@ -7,7 +7,9 @@ Versions:  reported on trl <= 0.15 and ms-swift; checked on every trl >= 1.0 col
            at the first two syncs (trl's first sync, at step 0, precedes any update; stale weights show at the
            second), on the parameters vLLM stores under the policy's names. Reported versions cannot run here (their
            vLLM's CPU builds pin torch 2.6-2.7); the check is proven by a sync that does not reach vLLM
-           (matrix reproducer vllm-stale-weights) and stays silent on every vLLM cell's healthy runs.
+           (matrix reproducer vllm-stale-weights) and stays silent on every vLLM cell's healthy runs. trl 1.9 has no
+           VLLMGeneration._iter_named_params: the policy's named_parameters are compared there (trl's own
+           test_train_vllm crashed patched on it before, cell trl-1.9-vllm's upstream:grpo-vllm).
 Remove when: never needed upstream; keep while vLLM generation is supported.
 """
 
