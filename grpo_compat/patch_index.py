@@ -272,6 +272,13 @@ PATCHES = ({'id': 'swift.arguments-not-taken',
   'targets': ('trl.trainer.grpo_trainer:GRPOTrainer._compute_loss',),
   'summary': 'Scale the dapo / cispo / vespo loss right when steps_per_generation differs from '
              'gradient_accumulation_steps.'},
+ {'id': 'trl.tool-mask-length-check',
+  'module': 'grpo_compat.patches.trl.tool_mask_length_check',
+  'catalogue': ('trl-tool-mask-retokenisation',),
+  'requires': ('trl>=0.26,<1.0', 'transformers>=5.0'),
+  'targets': ('trl.trainer.grpo_trainer:GRPOTrainer._tool_call_loop',),
+  'summary': "Name trl 0.26-0.29's tool mask that outgrew its completion (tool-call retokenisation) at the step it "
+             'happens.'},
  {'id': 'trl.train-sampler-signature',
   'module': 'grpo_compat.patches.trl.train_sampler_signature',
   'catalogue': ('trl-sampler-transformers-4.52',),

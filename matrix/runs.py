@@ -118,6 +118,16 @@ RESUMED_AT = 2
 # loss to GRPO's (1.7-1.13: router_aux_loss_coef 0.001 whatever the model declares; 1.14 on: the model's own). On the
 # tiny Qwen3-MoE (it declares 0.001) upstream trains; patched, the weights must be identical.
 MOE_ROUTER_LOSS = ("trl>=1.7",)
+# trl #5144 (catalogue trl-tool-mask-retokenisation): the tiny model fitted to call a tool, in the trl releases whose
+# tool loop re-renders the conversation. Its tool answers at length, so the re-rendered turn grows and upstream
+# trains through a real tool round; trl.tool-mask-length-check must leave it so, with identical weights (its
+# reproducer, tool-call-retokenised, is the short answer that breaks upstream).
+TOOL_ROUND = ("trl>=0.27,<1.0", "transformers>=5.0")
+TOOL_ROUND_RUN = (
+    # temperature 0.6: some samples garble the call (no tool round), so a group's rewards spread and weights move
+    ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.6"),
+    ("--multi-turn", "tool-caller-long-result", "--model-arch", "qwen2-tool-caller"),
+)
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -244,6 +254,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
+        if window_problem(TOOL_ROUND, versions) is None:
+            runs += _pair("tool-round", "grpo", settings=TOOL_ROUND_RUN[0], flags=TOOL_ROUND_RUN[1])
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))
