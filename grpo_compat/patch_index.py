@@ -173,6 +173,13 @@ PATCHES = ({'id': 'swift.arguments-not-taken',
               'trl.trainer.grpo_trainer:GRPOTrainer.compute_liger_loss'),
   'summary': "Check the hidden states TRL's Liger GRPO loss projects through lm_head; logits go to the non-Liger "
              'loss.'},
+ {'id': 'trl.liger-tool-mask',
+  'module': 'grpo_compat.patches.trl.liger_tool_mask',
+  'catalogue': ('trl-liger-tool-mask-ignored',),
+  'requires': ('trl>=0.26,<0.29',),
+  'targets': ('trl.trainer.grpo_trainer:GRPOTrainer.compute_liger_loss',),
+  'summary': "Give trl 0.26-0.28's Liger GRPO loss the tool mask its own loss applies, so tool results are not trained "
+             'on.'},
  {'id': 'trl.liger-zero3-lm-head-route',
   'module': 'grpo_compat.patches.trl.liger_zero3_lm_head_route',
   'catalogue': ('liger-zero3-empty-lm-head',),

@@ -900,6 +900,20 @@ REPRODUCERS += (
         r"completions.*trl #5144",
     ),
 )
+# trl #4974 / #4975: the Liger GRPO loss trained on tool results (silent). The probe compares the gradients of the loss
+# trl trains on (Liger's) and of trl's own, which masks them, on one batch with a tool round (liger-kernel installed).
+REPRODUCERS += (
+    Reproducer(
+        id="liger-tool-results-trained",
+        patch="trl.liger-tool-mask",
+        script="liger-tool-mask",
+        requires=("trl>=0.27,<0.29", "transformers>=5.0", "liger-kernel>=0.6"),
+        settings=(),
+        upstream=r"ProbeFailed: the Liger GRPO loss's gradient .* takes in the \d+ tool-result tokens trl's own loss "
+        r"masks",
+        patched=None,
+    ),
+)
 # axolotl #3971: a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (no
 # **kwargs) fails at the first step on trl >= 1.7, which passes compute_aux_loss, spatial_shapes and num_tiles.
 REPRODUCERS += (

@@ -50,6 +50,7 @@ SCRIPTS = {
     "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
+    "liger-tool-mask": Script(MATRIX / "probe_liger_tool_mask.py", "grpo", probe=True),
     "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
     "lora-merge": Script(MATRIX / "probe_lora_merge.py", "swift", probe=True),  # census row 14, no patch
@@ -124,8 +125,9 @@ MOE_ROUTER_LOSS = ("trl>=1.7",)
 # reproducer, tool-call-retokenised, is the short answer that breaks upstream).
 TOOL_ROUND = ("trl>=0.27,<1.0", "transformers>=5.0")
 TOOL_ROUND_RUN = (
-    # temperature 0.6: some samples garble the call (no tool round), so a group's rewards spread and weights move
-    ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.6"),
+    # temperature 1: some samples garble the call, so a group's rewards spread and the weights move (at 0.6 every
+    # sample called the tool alike: reward_std 0, nothing trained)
+    ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=1.0"),
     ("--multi-turn", "tool-caller-long-result", "--model-arch", "qwen2-tool-caller"),
 )
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
