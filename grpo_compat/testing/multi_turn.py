@@ -37,6 +37,11 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+# How many times _add_at_length answered in this process: its answers grow by turns, so a group of identical calls
+# gets rewards that spread (conversation_reward reads the length) and GRPO has something to learn.
+ADD_AT_LENGTH_CALLS: list[int] = []
+
+
 def _add_at_length(a: int, b: int) -> str:
     """Add two integers.
 
@@ -47,10 +52,11 @@ def _add_at_length(a: int, b: int) -> str:
     Returns:
         The sum, explained.
     """
-    return f"The sum of {a} and {b} is {a + b}. " * 4
+    ADD_AT_LENGTH_CALLS.append(a + b)
+    return f"The sum of {a} and {b} is {a + b}. " * (4 + len(ADD_AT_LENGTH_CALLS) % 3)
 
 
-_add_at_length.__name__ = "add"  # the tool the fitted model calls; about 60 tokens of result
+_add_at_length.__name__ = "add"  # the tool the fitted model calls; 60 tokens of result or more
 
 
 def add_undocumented(a: int, b: int) -> int:

@@ -37,7 +37,9 @@ CHAT_TEMPLATE = (
     "{{ '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
     "{%- else %}{{ '<|im_start|>' + message.role + '\\n' + (message.content or '') }}"
     "{%- for call in message.tool_calls or [] %}{%- set call = call.function if call.function is defined else call %}"
-    "{{ '<tool_call>\\n{\"name\": \"' + call.name + '\", \"arguments\": ' + (call.arguments | tojson) }}"
+    # A sampled call may parse without a name or arguments: rendered empty, as the model's JSON left them.
+    "{{ '<tool_call>\\n{\"name\": \"' + (call.name | default('')) + '\", \"arguments\": ' }}"
+    "{{ (call.arguments | default({})) | tojson }}"
     "{{ '}\\n</tool_call>' }}"
     "{%- endfor %}{{ '<|im_end|>\\n' }}{%- endif %}"
     "{%- endfor %}"
