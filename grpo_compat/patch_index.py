@@ -351,5 +351,6 @@ WRAPPING_ORDER = ('trl.refuse-transformers-without-processing-class',
  'swift.reward-dry-run',
  'trl.liger-lm-head-guard',
  'trl.liger-zero3-lm-head-route',
+ 'trl.liger-tool-mask',
  'trl.logps-trim-logits',
  'trl.logps-alignment')
