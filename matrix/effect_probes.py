@@ -731,6 +731,10 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.refuse-async-grpo-environment-owned": _async_grpo_environment_owned_is_refused,
     "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
     "liger-zero3-empty-lm-head",
+    "trl.liger-tool-mask": "acts on the Liger loss of a batch with tool results, which needs a model fitted to call "
+    "tools and a generation: matrix reproducer liger-tool-results-trained (the two losses' gradients)",
+    "trl.tool-mask-length-check": "acts on trl's tool loop after a model's tool call that the chat template re-renders "
+    "shorter, which needs a model fitted to call tools and a generation: matrix reproducer tool-call-retokenised",
     "trl.vllm-truncated-logprobs": "acts on the log-probs a vLLM engine returns from truncated sampling, which only a "
     "started engine gives: matrix reproducer vllm-truncated-sampling (the logged importance ratio, plain vs patched); "
     "its arithmetic is tested against vLLM's sampler (tests/test_vllm_truncated_logprobs.py)",

@@ -895,6 +895,37 @@ REPRODUCERS += (
         patched=r"GRPOSettingsError: tools and environments need the jmespath package .*Fix: pip install jmespath",
     ),
 )
+# trl #5144: the tiny model fitted to call a tool (--model-arch qwen2-tool-caller) writes its call with blank space the
+# chat template drops; re-rendered, the turn is shorter than the model wrote it, and trl 0.26-0.29's tool mask
+# outgrows the completion ids. One tool round (max_tool_calling_iterations, trl 0.27 on).
+REPRODUCERS += (
+    Reproducer(
+        id="tool-call-retokenised",
+        patch="trl.tool-mask-length-check",
+        script="grpo",
+        requires=("trl>=0.27,<1.0", "transformers>=5.0"),
+        # temperature 0.3: the fitted model writes its call exactly (16 of 16 samples; at 1.0 it garbles the JSON)
+        settings=("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.3"),
+        flags=("--multi-turn", "tool-caller", "--model-arch", "qwen2-tool-caller"),
+        upstream=r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension 1",
+        patched=r"UnsupportedCombinationError: trl's tool mask disagrees with the completion ids in \d+ of \d+ "
+        r"completions.*trl #5144",
+    ),
+)
+# trl #4974 / #4975: the Liger GRPO loss trained on tool results (silent). The probe compares the gradients of the loss
+# trl trains on (Liger's) and of trl's own, which masks them, on one batch with a tool round (liger-kernel installed).
+REPRODUCERS += (
+    Reproducer(
+        id="liger-tool-results-trained",
+        patch="trl.liger-tool-mask",
+        script="liger-tool-mask",
+        requires=("trl>=0.27,<0.29", "transformers>=5.0", "liger-kernel>=0.6"),
+        settings=(),
+        upstream=r"ProbeFailed: the Liger GRPO loss's gradient .* takes in the \d+ tool-result tokens trl's own loss "
+        r"masks",
+        patched=None,
+    ),
+)
 # axolotl #3971: a GRPOTrainer subclass overriding _get_per_token_logps_and_entropies with trl 1.6's signature (no
 # **kwargs) fails at the first step on trl >= 1.7, which passes compute_aux_loss, spatial_shapes and num_tiles.
 REPRODUCERS += (

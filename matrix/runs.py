@@ -50,6 +50,7 @@ SCRIPTS = {
     "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
+    "liger-tool-mask": Script(MATRIX / "probe_liger_tool_mask.py", "grpo", probe=True),
     "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
     "lora-merge": Script(MATRIX / "probe_lora_merge.py", "swift", probe=True),  # census row 14, no patch
@@ -119,6 +120,16 @@ RESUMED_AT = 2
 # loss to GRPO's (1.7-1.13: router_aux_loss_coef 0.001 whatever the model declares; 1.14 on: the model's own). On the
 # tiny Qwen3-MoE (it declares 0.001) upstream trains; patched, the weights must be identical.
 MOE_ROUTER_LOSS = ("trl>=1.7",)
+# trl #5144 (catalogue trl-tool-mask-retokenisation): the tiny model fitted to call a tool, in the trl releases whose
+# tool loop re-renders the conversation. Its tool answers at length, so the re-rendered turn grows and upstream
+# trains through a real tool round; trl.tool-mask-length-check must leave it so, with identical weights (its
+# reproducer, tool-call-retokenised, is the short answer that breaks upstream).
+TOOL_ROUND = ("trl>=0.27,<1.0", "transformers>=5.0")
+TOOL_ROUND_RUN = (
+    # temperature 0.3: every sample calls the tool alike (at 1 some garble it); its answers differ in length
+    ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.3"),
+    ("--multi-turn", "tool-caller-long-result", "--model-arch", "qwen2-tool-caller"),
+)
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -269,6 +280,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
+        if window_problem(TOOL_ROUND, versions) is None:
+            runs += _pair("tool-round", "grpo", settings=TOOL_ROUND_RUN[0], flags=TOOL_ROUND_RUN[1])
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))

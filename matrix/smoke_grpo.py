@@ -39,6 +39,7 @@ from grpo_compat.testing.smoke import (
 )
 
 IS_RATIO = "sampling/importance_sampling_ratio/mean"
+TOOL_CALLS = "tools/call_frequency"
 
 
 def config_kwargs(config_cls: type, output_dir: str, args: argparse.Namespace) -> tuple[dict, list[str]]:
@@ -103,9 +104,17 @@ def multi_turn_arguments(args: argparse.Namespace, model_dir: Any) -> dict[str, 
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     tokenizer.chat_template = multi_turn.tool_chat_template()
+    if args.multi_turn.startswith("tool-caller"):  # the fitted model's template; trl parses its calls as Qwen3's
+        from trl.chat_template_utils import qwen3_schema
+
+        from grpo_compat.testing.tool_caller import CHAT_TEMPLATE
+
+        tokenizer.chat_template, tokenizer.response_schema = CHAT_TEMPLATE, qwen3_schema
     return {
         **multi_turn.trainer_arguments(args.multi_turn)[0],
-        "reward_funcs": multi_turn.environment_reward,
+        "reward_funcs": multi_turn.conversation_reward
+        if args.multi_turn.startswith("tool-caller")
+        else multi_turn.environment_reward,
         "processing_class": tokenizer,
     }
 
@@ -241,6 +250,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.multi_turn:  # the run went through trl's environment path: its rollouts reset environments
         result["environment_resets"] = len(multi_turn.RESETS)
         result["tools"] = sorted(tool.__name__ for tool in getattr(trainer, "tools", None) or [])
+        # trl's own count of the tool calls its loop ran, per completion and step (tools/call_frequency)
+        result["tool_call_frequency"] = [entry[TOOL_CALLS] for entry in logs if TOOL_CALLS in entry]
     result.update(
         steps=trainer.state.global_step,
         final_loss=last_logged(logs, "loss"),

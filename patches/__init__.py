@@ -38,6 +38,7 @@ WRAPPING_ORDER = (
     # GRPOTrainer.compute_liger_loss (trl 0.17-1.5)
     "trl.liger-lm-head-guard",  # reroutes a model that returns logits to the non-Liger loss
     "trl.liger-zero3-lm-head-route",  # routes a ZeRO-3-sharded lm_head to the non-Liger loss
+    "trl.liger-tool-mask",  # on the Liger loss itself (the rerouted non-Liger loss applies tool_mask already)
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes

@@ -17,6 +17,8 @@ CASES = (
     "environments",  # two named environments (a dict), routed by the dataset's `environment` column
     "unknown-environment",  # the dataset names an environment the dict lacks (trl PRs #6001, #6002)
     "undocumented-tool",  # a tool without a docstring: transformers cannot write its schema
+    "tool-caller",  # the standalone tool alone, for the tiny model fitted to call it (--model-arch qwen2-tool-caller)
+    "tool-caller-long-result",  # the same call answered at length: the re-rendered conversation grows (trl #5144)
 )
 # How many times an environment's reset() ran in this process: trl resets one environment per rollout.
 RESETS: list[str] = []
@@ -33,6 +35,28 @@ def add(a: int, b: int) -> int:
         The sum of the two integers.
     """
     return a + b
+
+
+# How many times _add_at_length answered in this process: its answers grow by turns, so a group of identical calls
+# gets rewards that spread (conversation_reward reads the length) and GRPO has something to learn.
+ADD_AT_LENGTH_CALLS: list[int] = []
+
+
+def _add_at_length(a: int, b: int) -> str:
+    """Add two integers.
+
+    Args:
+        a: The first integer.
+        b: The second integer.
+
+    Returns:
+        The sum, explained.
+    """
+    ADD_AT_LENGTH_CALLS.append(a + b)
+    return f"The sum of {a} and {b} is {a + b}. " * (4 + len(ADD_AT_LENGTH_CALLS) % 3)
+
+
+_add_at_length.__name__ = "add"  # the tool the fitted model calls; 60 tokens of result or more
 
 
 def add_undocumented(a: int, b: int) -> int:
@@ -95,6 +119,11 @@ def environment_reward(completions: list, environments: list, **kwargs: Any) -> 
     ]
 
 
+def conversation_reward(completions: list, **kwargs: Any) -> list[float]:
+    """Length of the completion (tool turns and results included), for runs without environments."""
+    return [len(str(c)) / 10.0 + len(set(str(c))) / 20.0 for c in completions]
+
+
 def _state(environment: Any) -> float:
     return float(getattr(environment, "count", 0)) + len(getattr(environment, "said", ()))
 
@@ -120,6 +149,10 @@ def trainer_arguments(case: str) -> tuple[dict[str, Any], dict[str, list]]:
         return {"tools": [add], "environment_factory": environments}, conversational_prompts(
             environments=("counter", "echo")
         )
+    if case == "tool-caller":
+        return {"tools": [add]}, conversational_prompts()
+    if case == "tool-caller-long-result":
+        return {"tools": [_add_at_length]}, conversational_prompts()
     if case == "unknown-environment":  # every row names "counters", a typo: the first batch holds one
         return {"environment_factory": environments}, conversational_prompts(environments=("counters",))
     return {"tools": [add_undocumented], "environment_factory": CounterEnvironment}, conversational_prompts()
@@ -129,7 +162,13 @@ def tool_chat_template() -> str:
     """trl's own Qwen2.5 chat template (it renders tool calls; trl knows how to parse its responses).
 
     The tiny model's tokenizer has Qwen2's special tokens, but its own template renders no tools, which trl refuses.
+    trl before 1.0 ships no template files: its Qwen3 template, the one it knows how to parse there.
     """
     import trl
 
-    return (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
+    if template.is_file():
+        return template.read_text()
+    from trl.chat_template_utils import qwen3_chat_template
+
+    return qwen3_chat_template

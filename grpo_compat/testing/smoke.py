@@ -86,13 +86,14 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
     p.add_argument(
         "--model-arch",
-        choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3", "qwen3-moe", "qwen2.5-vl"),
+        choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3", "qwen3-moe", "qwen2.5-vl", "qwen2-tool-caller"),
         default="qwen2",
         help="gemma3: a tiny Gemma3ForConditionalGeneration trained on text only (census row 33 reproducer); "
         "qwen2-head64: 64-wide attention heads, as vLLM's CPU attention needs (the default with --vllm); qwen2-untied: "
         "an lm_head apart from the embeddings (Liger + ZeRO-3 reproducer); qwen3-moe: a mixture of experts, whose "
         "router load-balancing loss trl >= 1.7 adds to GRPO's (census row 41); qwen2.5-vl (ms-swift): a tiny "
-        "Qwen2.5-VL trained on prompts with an image each (census row 20, ms-swift #5377)",
+        "Qwen2.5-VL trained on prompts with an image each (census row 20, ms-swift #5377); qwen2-tool-caller: fitted "
+        "to answer every turn with one tool call (with --multi-turn tool-caller: trl #5144's reproducer)",
     )
     p.add_argument(
         "--vllm",

@@ -295,6 +295,11 @@ def write_tiny_images(directory: str | os.PathLike[str], count: int = 4, seed: i
     return paths
 
 
+def _qwen2_tool_caller(ids: dict[str, int]) -> Any:
+    """The default Qwen2 with room for trl's tools prompt (about 600 tokens here), then fitted to call a tool."""
+    return _qwen2(ids, max_position_embeddings=2048)
+
+
 ARCHITECTURES = {
     "qwen2": _qwen2,
     "qwen2-head64": _qwen2_head64,
@@ -302,6 +307,7 @@ ARCHITECTURES = {
     "gemma3": _gemma3,
     "qwen3-moe": _qwen3_moe,
     "qwen2.5-vl": _qwen2_5_vl,
+    "qwen2-tool-caller": _qwen2_tool_caller,
 }
 # RMSNorm weights named otherwise than "*norm.weight" (Qwen2.5-VL's vision blocks and merger): 1, their identity.
 VISION_NORMS = {"qwen2.5-vl": ("norm1.weight", "norm2.weight", "ln_q.weight")}
@@ -330,6 +336,10 @@ def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = 
                 param.zero_()
             else:
                 param.normal_(0.0, 0.02, generator=gen)
+    if architecture == "qwen2-tool-caller":
+        from grpo_compat.testing.tool_caller import fit_tool_caller
+
+        fit_tool_caller(model, str(out / "tokenizer.json"), seed)
     model.generation_config = GenerationConfig(**_token_ids(ids))
     model.save_pretrained(str(out))
 
@@ -339,7 +349,8 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architect
 
     ``architecture``: "qwen2" (hidden 64, 4 heads of 16), "qwen2-head64" (hidden 128, 2 heads of 64, 1 key-value
     head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3), "qwen3-moe" (a tiny Qwen3 mixture of experts),
-    "qwen2.5-vl" (a tiny Qwen2.5-VL with its image processor: write_tiny_images makes images for it); the
+    "qwen2.5-vl" (a tiny Qwen2.5-VL with its image processor: write_tiny_images makes images for it),
+    "qwen2-tool-caller" (the default, fitted to answer every chat turn with one tool call: tool_caller.py); the
     tokenizer and token ids are the same for all (qwen2.5-vl appends its 5 vision tokens at Qwen's ids, 151652-151656).
 
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
