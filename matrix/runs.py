@@ -125,11 +125,9 @@ MOE_ROUTER_LOSS = ("trl>=1.7",)
 # trains through a real tool round; trl.tool-mask-length-check must leave it so, with identical weights (its
 # reproducer, tool-call-retokenised, is the short answer that breaks upstream).
 TOOL_ROUND = ("trl>=0.27,<1.0", "transformers>=5.0")
-TOOL_ROUND_RUN = (
-    # temperature 0.3: every sample calls the tool alike (at 1 some garble it); its answers differ in length
-    ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.3"),
-    ("--multi-turn", "tool-caller-long-result", "--model-arch", "qwen2-tool-caller"),
-)
+# temperature 0.3: every sample calls the tool alike (at 1 some garble it); its answers differ in length
+TOOL_ROUND_SETTINGS = ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.3")
+TOOL_ROUND_FLAGS = ("--multi-turn", "tool-caller-long-result", "--model-arch", "qwen2-tool-caller")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -281,7 +279,7 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
         if window_problem(TOOL_ROUND, versions) is None:
-            runs += _pair("tool-round", "grpo", settings=TOOL_ROUND_RUN[0], flags=TOOL_ROUND_RUN[1])
+            runs += _pair("tool-round", "grpo", settings=TOOL_ROUND_SETTINGS, flags=TOOL_ROUND_FLAGS)
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))

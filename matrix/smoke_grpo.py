@@ -103,18 +103,19 @@ def multi_turn_arguments(args: argparse.Namespace, model_dir: Any) -> dict[str, 
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.chat_template = multi_turn.tool_chat_template()
     if args.multi_turn.startswith("tool-caller"):  # the fitted model's template; trl parses its calls as Qwen3's
         from trl.chat_template_utils import qwen3_schema
 
         from grpo_compat.testing.tool_caller import CHAT_TEMPLATE
 
         tokenizer.chat_template, tokenizer.response_schema = CHAT_TEMPLATE, qwen3_schema
+        reward = multi_turn.conversation_reward
+    else:
+        tokenizer.chat_template = multi_turn.tool_chat_template()
+        reward = multi_turn.environment_reward
     return {
         **multi_turn.trainer_arguments(args.multi_turn)[0],
-        "reward_funcs": multi_turn.conversation_reward
-        if args.multi_turn.startswith("tool-caller")
-        else multi_turn.environment_reward,
+        "reward_funcs": reward,
         "processing_class": tokenizer,
     }
 
