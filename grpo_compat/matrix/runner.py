@@ -30,6 +30,7 @@ from grpo_compat.matrix.cells import Cell, line_of
 from grpo_compat.matrix.envs import EnvBuildError, uv_error
 from grpo_compat.matrix.project import MatrixProject
 from grpo_compat.matrix.report import write_reports
+from grpo_compat.testing.smoke import free_port
 
 _print_lock = threading.Lock()
 _started = time.monotonic()
@@ -76,6 +77,10 @@ def run_environment(cell: Cell, env_dir: Path, project: MatrixProject, threads: 
     )
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
+    if "MASTER_PORT" not in os.environ:
+        # A single-process run that joins a process group (vLLM colocate, DeepSpeed) takes torch's default port
+        # 29500; two such runs side by side (--jobs 2) then fail with EADDRINUSE. A user's MASTER_PORT is kept.
+        env["MASTER_PORT"] = str(free_port())
     return env
 
 
