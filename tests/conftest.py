@@ -13,6 +13,8 @@ import pytest
 from hypothesis import settings
 
 from grpo_compat.matrix.runner import threads_per_run
+from tests import helpers
+from tests.helpers import declared_cells
 
 # `pytest -n N` runs N test files at a time, and each starts GRPO runs that would spread over every core: each
 # worker's runs get their share of the cores, as the matrix runner gives its runs (set before anything imports torch).
@@ -35,6 +37,57 @@ def pytest_addoption(parser):
         metavar="N",
         help="list the N tests that used the most CPU (their own and their subprocesses', user + system); 0: all",
     )
+    parser.addoption(
+        "--cells",
+        default="all",
+        metavar="CELLS",
+        help="all (default): every test; quick: the tests that run only in the quick cells' envs (what CI runs); "
+        "NAME[,NAME]: only the tests declaring one of these cells (pytest.mark.cells), as that cell's matrix job runs",
+    )
+
+
+def pytest_report_header(config):
+    choice = config.getoption("--cells")
+    if choice == "quick":
+        return "cells: quick (tests that run in other cells' envs are deselected: --cells all runs every test)"
+    if choice != "all":
+        return f"cells: only the tests declaring {choice}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    choice = config.getoption("--cells")
+    if choice == "all":
+        return
+    from matrix.repository import cells_file
+
+    cells = cells_file()
+    if choice == "quick":
+        wanted = None
+    else:
+        wanted = {name for name in choice.split(",") if name}
+        unknown = sorted(wanted - set(cells.cells))
+        if unknown:
+            raise pytest.UsageError(
+                f"--cells: no cell {', '.join(unknown)} in {cells.path}; cells: {', '.join(cells.cells)}"
+            )
+    for item in items:
+        for name in declared_cells(item) - set(cells.cells):
+            raise pytest.UsageError(f"{item.nodeid}: pytest.mark.cells names {name!r}, which {cells.path} lacks")
+    if wanted is None:
+        keep = [item for item in items if declared_cells(item) <= set(cells.quick)]
+    else:
+        keep = [item for item in items if declared_cells(item) & wanted]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # before the test's fixtures: a module fixture that builds a cell env runs inside its first test's setup
+    helpers.DECLARED_CELLS = declared_cells(item)
 
 
 def _cpu_seconds() -> float:

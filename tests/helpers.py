@@ -63,6 +63,17 @@ def run_script(python: str, script: str, *args: str, timeout: int = 900) -> subp
 
 
 _CELL_PYTHONS: set[str] = set()  # the interpreters cell_python gave
+# The cells the running test declares with pytest.mark.cells (conftest sets it before the test's fixtures run;
+# None outside pytest). `pytest --cells` selects tests by those marks, so a test that runs in a cell it does not
+# declare would run where it should not, or not run where it should: cell_python refuses it.
+DECLARED_CELLS: frozenset[str] | None = None
+
+
+def declared_cells(item) -> frozenset[str]:
+    """The cells a test item declares: its pytest.mark.cells marks, and its ``cell`` parameter if it has one."""
+    named = {name for mark in item.iter_markers("cells") for name in mark.args}
+    parameter = getattr(getattr(item, "callspec", None), "params", {}).get("cell")
+    return frozenset(named | ({parameter} if isinstance(parameter, str) else set()))
 
 
 def cell_python(name: str) -> str:
@@ -72,6 +83,11 @@ def cell_python(name: str) -> str:
 
     cells = cells_file()
     cell = cells.cells[name]
+    if DECLARED_CELLS is not None and name not in cells.quick and name not in DECLARED_CELLS:
+        raise AssertionError(
+            f"this test runs in the cell {name!r} without declaring it: add pytest.mark.cells({name!r}) "
+            "(CI runs only the tests of the quick cells: tests/conftest.py, --cells)"
+        )
     if name == cells.default and all(installed_version(d) == v for d, v in cell.pins.items() if d != "torch"):
         python = sys.executable
     else:

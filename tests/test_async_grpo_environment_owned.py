@@ -42,6 +42,7 @@ print(json.dumps(outcomes))
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-1.9")
 def test_only_environment_owned_data_is_refused_before_the_model_loads(tmp_path):
     result = run_python(BUILD_CASES, python=cell_python("trl-1.9"), env={"HF_HUB_OFFLINE": "1"})
     assert result.returncode == 0, result.stderr[-3000:]

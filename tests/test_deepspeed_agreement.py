@@ -333,6 +333,7 @@ def deepspeed_beside_swift(folder: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_swift_4_config_is_checked_by_the_swift_patch_because_swift_skips_trls_post_init(folder):
     cases = {
         "hard-coded": ({}, {**AUTO, ACCUMULATION: 4}),

@@ -30,6 +30,7 @@ def ga_scaling(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.15")
 def test_zero2_grad_norm_is_a_quarter_of_ddp_on_transformers_4_48_unpatched(ga_scaling):
     record, result = ga_scaling["plain"]
     assert record["status"] == "pass", record
@@ -39,6 +40,7 @@ def test_zero2_grad_norm_is_a_quarter_of_ddp_on_transformers_4_48_unpatched(ga_s
 
 
 @pytest.mark.slow  # its fixture runs the reproducer in the trl-0.15 cell (env build, DeepSpeed's op build, 4 launches)
+@pytest.mark.cells("trl-0.15")
 def test_patched_zero2_grad_norm_equals_ddp_and_ddp_is_untouched(ga_scaling):
     record, result = ga_scaling["patched"]
     assert record["status"] == "pass", record

@@ -11,9 +11,8 @@ import pytest
 
 from tests.helpers import smoke
 
-pytestmark = pytest.mark.slow  # real trl runs in a cell env
-
 CELL = "trl-0.29-peft-zero3"
+pytestmark = [pytest.mark.slow, pytest.mark.cells(CELL)]  # real trl runs in a cell env
 NOT_NONE, IF_TOOLS = "template=is-not-none", "template=if-tools"
 
 

@@ -23,6 +23,7 @@ def liger_tool_mask(tmp_path_factory):
 
 
 @pytest.mark.slow  # its fixture fits the tool-calling model in the trl-0.27-tools cell and runs 2 probes
+@pytest.mark.cells("trl-0.27-tools")
 def test_plain_liger_gradient_takes_in_the_tool_results(liger_tool_mask):
     record, result = liger_tool_mask["plain"]
     assert record["status"] == "pass", record
@@ -31,6 +32,7 @@ def test_plain_liger_gradient_takes_in_the_tool_results(liger_tool_mask):
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.27-tools")
 def test_patched_liger_gradient_is_trl_own_masked_one(liger_tool_mask):
     record, result = liger_tool_mask["patched"]
     assert record["status"] == "pass", record

@@ -68,6 +68,7 @@ def liger_probe(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.23-liger")
 def test_trl_liger_loss_on_logits_fails_upstream_with_the_kf3_matmul_error(liger_probe):
     plain = liger_probe["plain"]
     assert plain["status"] == "error"
@@ -77,6 +78,7 @@ def test_trl_liger_loss_on_logits_fails_upstream_with_the_kf3_matmul_error(liger
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.23-liger")
 def test_trl_liger_guard_keeps_hidden_states_and_uses_the_non_liger_loss_for_logits(liger_probe):
     patched = liger_probe["patched"]
     assert patched["status"] == "ok", patched["error"]

@@ -18,7 +18,7 @@ from tests.helpers import REPO, cell_python
 pytestmark = pytest.mark.slow  # probes trl's log-prob method in cell envs
 
 LENGTH = 7  # tests/logps_cases.py: sequences of 7 tokens
-ALIGNMENT_CELLS = ["trl-1.16", "trl-0.16", "trl-0.19"]
+ALIGNMENT_CELLS = ["trl-1.16", "trl-0.16", pytest.param("trl-0.19", marks=pytest.mark.cells("trl-0.19"))]
 RESULT_KIND = {"trl-1.16": "3-tuple", "trl-0.16": "tensor", "trl-0.19": "tensor"}
 PLAIN_FULL_LENGTH = {
     # trl 0.15-1.13: the gather error of the field reports; 1.15+: L - 1 columns instead of K.
@@ -115,10 +115,12 @@ def test_revert_puts_back_the_original_method(seen):
     assert seen["reverted"]
 
 
+@pytest.mark.cells("trl-0.19")
 def test_model_ignoring_logits_to_keep_breaks_trl_0_19_plain(trim_seen):
     assert "must match the size of tensor b" in trim_seen["plain aligned"]
 
 
+@pytest.mark.cells("trl-0.19")
 def test_trim_patch_gives_the_log_probs_of_a_model_that_honours_logits_to_keep(trim_seen):
     assert trim_seen["statuses"] == {"trl.logps-alignment": "applied", "trl.logps-trim-logits": "applied"}
     assert trim_seen["trim alone aligned equal"]
@@ -136,6 +138,7 @@ def test_trim_patch_gives_the_log_probs_of_a_model_that_honours_logits_to_keep(t
 @pytest.mark.parametrize(
     "order", ["trl.logps-trim-logits then trl.logps-alignment", "trl.logps-alignment then trl.logps-trim-logits"]
 )
+@pytest.mark.cells("trl-0.19")
 def test_trim_and_alignment_stack_in_either_order_and_revert_to_the_original(trim_seen, order):
     assert trim_seen[f"stacked {order}"] == trim_seen["all patches"]
     assert trim_seen[f"reverted {order}"]

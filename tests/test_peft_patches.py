@@ -83,6 +83,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.cells("trl-0.29-peft-zero3")
 def test_zero3_reentrant_acts_only_for_peft_zero3_non_reentrant_checkpointing_without_deepspeed_8148(tmp_path):
     python = cell_python("trl-0.29-peft-zero3")
     done = subprocess.run([python, "-c", DECISIONS], capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -108,6 +109,7 @@ def test_deepspeed_8148_is_feature_detected_in_deepspeed_0_19_8():
     assert done.stdout.strip().splitlines()[-1] == "True"  # the patch stands back: DeepSpeed recomputes itself
 
 
+@pytest.mark.cells("trl-0.29-peft-zero3")
 def test_asked_non_reentrant_checkpointing_is_overridden_with_a_warning_and_trains(tmp_path):
     cell = cells_file().cells["trl-0.29-peft-zero3"]
     reproducer = next(r for r in REPRODUCERS if r.patch == "trl.peft-zero3-reentrant")

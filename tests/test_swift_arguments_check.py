@@ -9,9 +9,8 @@ import pytest
 
 from tests.helpers import smoke
 
-pytestmark = pytest.mark.slow  # real ms-swift runs in a cell env
-
 CELL = "swift-4.6"
+pytestmark = [pytest.mark.slow, pytest.mark.cells(CELL)]  # real ms-swift runs in a cell env
 
 
 def test_single_generation_gets_the_reason_and_a_fix_before_the_model_loads(model_dir, tmp_path):

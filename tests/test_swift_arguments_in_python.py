@@ -72,6 +72,7 @@ def test_rlhf_arguments_built_in_python_refuse_exactly_what_upstream_refuses_nam
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_a_patched_run_with_arguments_built_in_python_trains_to_the_same_weights(model_dir, tmp_path):
     flags = ("--arguments-in-python",)
     plain = smoke("swift-4.6", "plain", model_dir, tmp_path, script="smoke_swift.py", flags=flags)

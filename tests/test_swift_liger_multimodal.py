@@ -58,6 +58,7 @@ def reproducer() -> object:
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-3.7-vl-liger")
 def test_liger_grpo_on_a_qwen2_5_vl_fails_at_the_first_step_plain_and_is_refused_before_the_model_loads_patched(
     tmp_path,
 ):
@@ -76,6 +77,7 @@ def test_liger_grpo_on_a_qwen2_5_vl_fails_at_the_first_step_plain_and_is_refused
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-3.7-vl-liger")
 def test_grpo_on_a_qwen2_5_vl_without_liger_trains_to_identical_weights_plain_and_patched(tmp_path):
     # The patch is in its window here (ms-swift 3.7, transformers 4.51) and must leave this run to swift untouched.
     model_dir = tmp_path / "model"

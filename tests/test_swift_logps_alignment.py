@@ -19,9 +19,8 @@ import pytest
 from matrix.reproducers import REPRODUCERS
 from tests.helpers import cell_python, run_script, smoke
 
-pytestmark = pytest.mark.slow  # probes and rollouts in the swift-4.6 cell
-
 CELL = "swift-4.6"
+pytestmark = [pytest.mark.slow, pytest.mark.cells(CELL)]  # probes and rollouts in the swift-4.6 cell
 
 
 @pytest.fixture(scope="module")

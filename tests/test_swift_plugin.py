@@ -62,6 +62,7 @@ def write_prompts(path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_plugin_path_prints_a_file_swift_imports_without_shadowing_anything(python):
     printed = subprocess.run(
         [str(Path(python).parent / "grpo-compat"), "plugin-path"], capture_output=True, text=True, check=True
@@ -182,6 +183,7 @@ def test_only_an_exit_abort_after_every_rank_trained_counts_as_trained():
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_two_ranks_train_with_the_plugin_and_a_user_plugin_and_log_one_report(model_dir, tmp_path):
     # smoke_swift_cli.py refuses a run that trained without the user plugin's reward in the metrics, without
     # grpo_compat applied and its watchdog among the trainer's callbacks on every rank, or with != 1 report.
@@ -199,6 +201,7 @@ def test_two_ranks_train_with_the_plugin_and_a_user_plugin_and_log_one_report(mo
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_single_generation_gets_grpo_compats_message_before_the_model_loads(model_dir, tmp_path):
     result = smoke(CELL, "patched", model_dir, tmp_path, "num_generations=1", script="smoke_swift_cli.py")
     assert result["error"].startswith("SwiftFailed: GRPOSettingsError: GRPO needs at least 2 completions per prompt")
@@ -277,6 +280,7 @@ def readme_block(language: str, must_contain: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python, model_dir, tmp_path):
     command = readme_block("bash", "--reward_funcs my_length")  # the full example, not the quick start line
     rewards = readme_block("python", "# my_rewards.py")

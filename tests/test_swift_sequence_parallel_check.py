@@ -57,6 +57,7 @@ print(grpo_compat.report().status_of("swift.grpo-arguments-check").value)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("swift", ["3.5.3", "3.4.1"])
+@pytest.mark.cells("swift-3.5")
 def test_real_ms_swift_3_arguments_reach_the_check_before_the_model(swift):
     # ms-swift 3.5.3 installed; "3.4.1" makes the check read the version a < 3.5 install would report.
     python = cell_python("swift-3.5")

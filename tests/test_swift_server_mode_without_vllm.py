@@ -11,9 +11,8 @@ import pytest
 
 from tests.helpers import smoke
 
-pytestmark = pytest.mark.slow  # real ms-swift runs in cell envs
-
 CELL = "swift-3.7-trl0.20"
+pytestmark = [pytest.mark.slow, pytest.mark.cells(CELL, "swift-3.12")]  # real ms-swift runs in cell envs
 SERVER_MODE = 'vllm_mode="server"'
 PATCH = "swift.refuse-server-mode-without-vllm"
 

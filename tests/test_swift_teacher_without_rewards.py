@@ -88,6 +88,7 @@ for rewards in ({}, {"reward_funcs": ["format"]}):
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-3.12")
 def test_real_ms_swift_3_12_arguments_are_refused_before_the_model_lookup():
     env = {"MODELSCOPE_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = run_python(REAL_ARGUMENTS, env=env, python=cell_python("swift-3.12"))

