@@ -19,7 +19,6 @@ vLLM's layerwise reload restores each layer, loads the policy's weights and pack
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from grpo_compat.core.registry import patch
@@ -29,17 +28,9 @@ def prepacked_runner(trainer: Any) -> Any | None:
     """The colocated engine's model runner when its linear weights are packed away (None: leave the sync to swift)."""
     if getattr(trainer, "vllm_mode", None) != "colocate" or getattr(trainer, "rollout_enable_lora", False):
         return None
-    engine = getattr(trainer, "engine", None)
-    try:
-        runner = engine.engine.model_executor.driver_worker.worker.model_runner
-        model = runner.model
-    except AttributeError:
-        return None
-    reload = getattr(runner, "reload_weights", None)
-    if reload is None or "is_checkpoint_format" not in inspect.signature(reload).parameters:
-        return None
-    emptied = any(p.numel() == 0 and not hasattr(p, "weight_loader") for p in model.parameters())
-    return runner if emptied else None
+    from grpo_compat.fixes.vllm_cpu_prepack import prepacked_runner as packed
+
+    return packed(getattr(getattr(trainer, "engine", None), "engine", None))
 
 
 @patch(
@@ -53,5 +44,8 @@ def reload_into_prepacked_engine(wrapped: Any, trainer: Any, state_dict: Any, *a
     runner = prepacked_runner(trainer)
     if runner is None:
         return wrapped(trainer, state_dict, *args, **kwargs)
-    runner.reload_weights(weights_iterator=iter(list(state_dict.items())), is_checkpoint_format=True)
+    from grpo_compat.fixes.vllm_cpu_prepack import reload
+
+    # ms-swift >= 4.5 processes the model's weights after each sync itself, which repacks the tied lm_head
+    reload(runner, list(state_dict.items()), repack_kept=False)
     return None
