@@ -9,6 +9,7 @@ to the same weights.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -239,3 +240,37 @@ def test_trl_trains_through_a_prepacked_vllm_cpu_engine_which_computes_with_the_
         assert "weight_loader" in plain_result["error"] and all(s["packed_away"] > 0 for s in syncs)
     else:
         assert plain_result["weights_sha256"] == patched_result["weights_sha256"]
+
+
+def test_trls_own_tests_that_plain_failed_at_the_first_sync_may_pass_patched_where_the_cpu_packs_bf16(monkeypatch):
+    from matrix import runs
+
+    monkeypatch.setattr(vllm_cpu_prepack, "cpu_packs_bf16", lambda: True)
+    versions = {"trl": "1.9.2", "vllm": "0.31.0", "transformers": "5.17.0"}
+    upstream = [run for run in runs.planned_runs(versions, "cpu") if run.script == "upstream"]
+    patched = next(run for run in upstream if run.mode == "patched")
+    assert not patched.same_as_plain and "at the first sync" in patched.expectation
+    common = {"status": "ok", "trl": "1.9.2", "tag": "v1.9.0", "suite": "grpo", "keyword": "vllm"}
+    test = "tests/test_grpo_trainer.py::TestGRPOTrainerSlow::test_train_vllm"
+    failed = {"outcome": "failed", "message": "AttributeError: 'Parameter' object has no attribute 'weight_loader'"}
+    plain = {**common, "tests": {test: {**failed, "final_loss": None}}}
+    trained = {**common, "tests": {test: {"outcome": "passed", "final_loss": 0.5}}}
+    status, outcome = runs.judge(patched, trained, plain)
+    assert status == "pass" and "1 that plain failed at the first vLLM sync" in outcome
+    other = {**common, "tests": {test: {"outcome": "failed", "message": "RuntimeError: other", "final_loss": None}}}
+    assert runs.judge(patched, trained, other)[0] == "fail"  # any other failure still counts
+    assert runs.judge(replace(patched, same_as_plain=True), trained, plain)[0] == "fail"
+
+
+def test_the_engine_check_fails_a_run_whose_engine_is_stale_after_a_sync():
+    from matrix import runs
+
+    run = runs.Run("repro:vllm-cpu-prepacked-sync", "patched", "grpo", checks=("engine",))
+    sync = {"differing": [], "compared": 6, "gemm_layers_compared": 10, "largest_difference": 0.0, "packed_away": 8}
+    result = {"status": "ok", "all_trainable_params_changed": True, "engine_checks": [sync, sync, sync]}
+    status, outcome = runs.judge(run, result, None)
+    assert status == "pass" and "after each of 3 syncs the engine's 10 GEMM layers" in outcome
+    stale = {**sync, "differing": ["model.layers.0.mlp.down_proj"]}
+    status, outcome = runs.judge(run, {**result, "engine_checks": [sync, stale]}, None)
+    assert status == "fail" and "sync 1: model.layers.0.mlp.down_proj" in outcome
+    assert runs.judge(run, {**result, "engine_checks": []}, None)[0] == "fail"  # no sync checked: not proven
