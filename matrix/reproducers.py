@@ -59,6 +59,7 @@ def _only_record_of(patch_id: str) -> str:
 CPU_PACKS_BF16 = "cpu-packs-bf16"
 PREPACKED_SYNC = r"AttributeError: 'Parameter' object has no attribute 'weight_loader'"
 PREPACKED_WINDOW = ("trl>=1.0", "vllm>=0.18")
+SWIFT_PREPACKED_WINDOW = ("ms-swift>=4.5", "vllm>=0.18")
 
 # DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs: ZeRO-3 runs need this window here.
 ZERO3_ON_CPU = ("deepspeed>=0.19.8",)
@@ -798,10 +799,10 @@ REPRODUCERS += (
         script="swift",
         # swift rlhf --use_vllm true --vllm_mode colocate in float32: vLLM's CPU build packed its linear weights
         # away for oneDNN, and ms-swift's sync calls load_weights on them. Patched: loaded through reload_weights.
-        requires=("ms-swift>=4.5", "vllm>=0.18"),
+        requires=SWIFT_PREPACKED_WINDOW,
         settings=(),
         flags=("--vllm", "colocate"),
-        upstream=r"AttributeError: 'Parameter' object has no attribute 'weight_loader'",
+        upstream=PREPACKED_SYNC,
         patched=None,
     ),
     Reproducer(

@@ -34,6 +34,7 @@ from matrix.reproducers import (
     PREPACKED_SYNC,
     PREPACKED_WINDOW,
     REPRODUCERS,
+    SWIFT_PREPACKED_WINDOW,
     ZERO3_ON_CPU,
 )
 
@@ -212,26 +213,35 @@ def upstream_suite_runs(
 def packs_trl_vllm_weights(versions: dict[str, str | None], device: str) -> bool:
     """Whether trl's colocated vLLM engine here packs its bf16 linear weights away (trl-vllm-cpu-prepacked-weights):
     a trl cell with vLLM on CPU, in the window, on a CPU with bf16 matmul (AVX512-BF16 / AMX)."""
+    return not versions.get("ms-swift") and _packs_vllm_weights(versions, device)
+
+
+def _packs_vllm_weights(versions: dict[str, str | None], device: str) -> bool:
+    """Whether the cell's colocated bf16 vLLM engine packs its weights away here: trl's (trl-vllm-cpu-prepacked-
+    weights) or ms-swift's bf16 runs (swift-vllm-cpu-prepacked-weights, whose float32 runs pack on any CPU)."""
     from grpo_compat.fixes.vllm_cpu_prepack import cpu_packs_bf16
 
-    trl_vllm = bool(versions.get("vllm")) and not versions.get("ms-swift") and device == "cpu"
-    return trl_vllm and window_problem(PREPACKED_WINDOW, versions) is None and cpu_packs_bf16()
+    window = SWIFT_PREPACKED_WINDOW if versions.get("ms-swift") else PREPACKED_WINDOW
+    in_window = bool(versions.get("vllm")) and window_problem(window, versions) is None
+    return device == "cpu" and in_window and cpu_packs_bf16()
 
 
 def _colocated(run: Run) -> bool:
-    """A trl run generating with a colocated vLLM engine, whose weight sync calls the engine's load_weights (not
-    the stale-weights reproducer's: its engine's load_weights is replaced by one that drops the weights)."""
-    colocated = VLLM_FLAG in run.flags and "vllm_mode=server" not in run.settings and run.script == "grpo"
+    """A run generating with a colocated vLLM engine, whose weight sync calls the engine's load_weights (not the
+    stale-weights reproducer's: its engine's load_weights is replaced by one that drops the weights)."""
+    colocated = VLLM_FLAG in run.flags and "vllm_mode=server" not in run.settings and run.script in ("grpo", "swift")
     return colocated and "--vllm-sync-lost" not in run.flags
 
 
 def _where_the_cpu_packs_bf16(runs: list[Run]) -> list[Run]:
-    """On a CPU that packs trl's bf16 engine weights, every plain colocated run fails at its first sync: the smoke
-    pairs' plain runs expect it and their patched twins train (trl.vllm-cpu-prepacked-sync); the other reproducers'
-    plain runs expect it instead of their own failure, which a plain run cannot reach here."""
-    record = "trl-vllm-cpu-prepacked-weights: this CPU packs bf16, AVX512-BF16 / AMX"
+    """On a CPU that packs a bf16 engine's weights, every plain colocated run fails at its first sync: the smoke
+    pairs' plain runs expect it and their patched twins train (trl.vllm-cpu-prepacked-sync, or ms-swift's); the other
+    reproducers' plain runs expect it instead of their own failure, which a plain run cannot reach here."""
     planned = []
     for run in runs:
+        swift = run.script == "swift"
+        library = "swift" if swift else "trl"
+        record = f"{library}-vllm-cpu-prepacked-weights: this CPU packs bf16, AVX512-BF16 / AMX"
         if run.script == "upstream":  # trl's own vLLM tests: its colocate ones fail plain at the first sync here
             if run.mode == "plain":
                 run = replace(run, expectation=f"trl's tests run (the colocate ones fail at the first sync: {record})")
@@ -244,7 +254,7 @@ def _where_the_cpu_packs_bf16(runs: list[Run]) -> list[Run]:
             )
             run = replace(run, expect_error=PREPACKED_SYNC, expectation=f"{earlier} ({record})")
         elif _colocated(run) and run.group is None and run.kind in SMOKE_KINDS:
-            run = replace(run, expectation="trains where plain fails (trl.vllm-cpu-prepacked-sync)")
+            run = replace(run, expectation=f"trains where plain fails ({library}.vllm-cpu-prepacked-sync)")
         planned.append(run)
     return planned
 
@@ -254,7 +264,7 @@ def planned_runs(versions: dict[str, str | None], device: str, quick: bool = Fal
     skew = next((r for r in REPRODUCERS if r.breaks_every_run and not window_problem(r.requires, versions)), None)
     if skew is None:
         planned = runs + _reproducer_runs(versions, device) + effect_runs(versions)
-        return _where_the_cpu_packs_bf16(planned) if packs_trl_vllm_weights(versions, device) else planned
+        return _where_the_cpu_packs_bf16(planned) if _packs_vllm_weights(versions, device) else planned
     # Plain cannot train correctly in this cell: its smoke runs reproduce the skew (a crash; a silent skew trains
     # wrongly, which its probe shows) and the patched ones train or are refused; the other reproducers and trl's
     # own suites need a plain run that trains correctly, and run in the other cells.

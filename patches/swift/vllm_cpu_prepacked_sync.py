@@ -14,7 +14,8 @@ Versions:  ms-swift >= 4.5 (after the sync it re-runs process_weights_after_load
 Remove when: ms-swift syncs CPU engines through reload_weights, or vLLM's CPU build keeps its linears loadable.
 
 Only the colocate path without LoRA rollout is routed, and only when the engine holds such an emptied parameter;
-vLLM's layerwise reload restores each layer, loads the policy's weights and packs them again.
+vLLM's layerwise reload restores each layer, loads the policy's weights and packs them again, and the layers that keep
+their weight beside a packed copy (the tied lm_head) are packed again (grpo_compat.fixes.vllm_cpu_prepack).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def reload_into_prepacked_engine(wrapped: Any, trainer: Any, state_dict: Any, *a
         return wrapped(trainer, state_dict, *args, **kwargs)
     from grpo_compat.fixes.vllm_cpu_prepack import reload
 
-    # ms-swift >= 4.5 processes the model's weights after each sync itself, which repacks the tied lm_head
-    reload(runner, list(state_dict.items()), repack_kept=False)
+    # ms-swift >= 4.5 then runs process_weights_after_loading over the model, which repacks the tied lm_head on AVX2
+    # CPUs; on AVX512-BF16 ones it stops at the first packed-away layer (IndexError, swallowed by ms-swift's
+    # finish_vllm_weight_reload), before the lm_head: the kept-weight layers are packed again here.
+    reload(runner, list(state_dict.items()))
     return None
