@@ -428,6 +428,41 @@ def _a_sync_that_misses_vllm_is_named() -> bool:
     return False
 
 
+def _a_sync_into_a_prepacked_engine_goes_through_reload() -> bool:
+    """trl's own VLLMGeneration.sync_weights over a stand-in of vLLM's CPU engine whose linear weight is packed away
+    (an empty Parameter without weight_loader: its load_weights fails as vLLM's does) and whose runner reloads in place
+    (the matrix reproducer vllm-cpu-prepacked-sync runs the real one, where the CPU packs bf16)."""
+    from types import SimpleNamespace
+
+    import torch
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    policy = torch.nn.Linear(2, 2, bias=False)
+    engine = torch.nn.Module()
+    engine.weight = torch.nn.Parameter(torch.empty(0), requires_grad=False)
+    engine.load_weights = lambda weights: [engine.weight.weight_loader for _ in weights]  # AttributeError, as vLLM
+    reloaded: list[tuple[str, torch.Tensor]] = []
+
+    def reload_weights(weights_iterator: Any = None, is_checkpoint_format: bool = True) -> None:
+        reloaded.extend(weights_iterator)  # vLLM's restores the layers, loads and packs them again
+
+    runner = SimpleNamespace(model=engine, reload_weights=reload_weights)
+    executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+    generation = object.__new__(VLLMGeneration)
+    generation.llm = SimpleNamespace(
+        llm_engine=SimpleNamespace(model_executor=executor), reset_prefix_cache=lambda: None
+    )
+    generation.mode, generation.enable_sleep_mode, generation.model = "colocate", False, policy
+    generation.accelerator = SimpleNamespace(is_main_process=True)
+    generation._iter_named_params = lambda: iter(policy.named_parameters())
+    generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: contextlib.nullcontext())
+    try:
+        generation.sync_weights()
+    except AttributeError:  # upstream: load_weights on the packed-away parameter
+        return False
+    return [name for name, _ in reloaded] == ["weight"] and torch.equal(reloaded[0][1], policy.weight.detach())
+
+
 def _misspelt_setting_is_named_with_the_setting_meant() -> bool:
     # A typo, not a removed setting: every trl in the window takes num_generations (max_prompt_length, the
     # reproducer's removed setting, is still a setting before 0.28).
@@ -750,6 +785,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.liger-lm-head-guard": _a_backbone_returning_logits_is_named_before_liger_multiplies_them,
     "trl.vllm-server-wait": _unresolvable_vllm_server_is_refused_at_once,
     "trl.vllm-sync-check": _a_sync_that_misses_vllm_is_named,
+    "trl.vllm-cpu-prepacked-sync": _a_sync_into_a_prepacked_engine_goes_through_reload,
     "trl.grpo-config-settings": _misspelt_setting_is_named_with_the_setting_meant,
     "trl.token-normalisation-scale": _dapo_loss_is_scaled_to_the_accumulation_steps,
     "swift.refuse-trl-0.20-on-swift-3.5": _swift_3_5_grpo_on_trl_0_20_is_refused,

@@ -37,6 +37,9 @@ class Reproducer:
     # The id of its record in grpo_compat/catalogue/failures.toml: given only when the patch names several
     # (its catalogue=); otherwise the patch's one record.
     failure: str = ""
+    # A failure that needs more than the versions (CPU_PACKS_BF16: a CPU with bf16 matmul): where the machine lacks
+    # it, upstream trains, and the pair is judged as a do-no-harm pair (patched: weights identical to plain).
+    only_where: str = ""
 
     def __post_init__(self) -> None:
         if not self.failure:
@@ -50,6 +53,13 @@ def _only_record_of(patch_id: str) -> str:
     records = [p.catalogue for p in declared_patches() if p.id == patch_id]
     return records[0][0] if records and len(records[0]) == 1 else ""
 
+
+# vLLM's CPU build packs trl's bf16 engine weights away only on a CPU with bf16 matmul (AVX512-BF16 / AMX):
+# grpo_compat.fixes.vllm_cpu_prepack.cpu_packs_bf16(). There trl's colocate sync fails at its first call.
+CPU_PACKS_BF16 = "cpu-packs-bf16"
+PREPACKED_SYNC = r"AttributeError: 'Parameter' object has no attribute 'weight_loader'"
+PREPACKED_WINDOW = ("trl>=1.0", "vllm>=0.18")
+SWIFT_PREPACKED_WINDOW = ("ms-swift>=4.5", "vllm>=0.18")
 
 # DeepSpeed < 0.19.8 ZeRO-3 on CPU corrupts parameters at load in some runs: ZeRO-3 runs need this window here.
 ZERO3_ON_CPU = ("deepspeed>=0.19.8",)
@@ -769,15 +779,30 @@ REPRODUCERS += (
         patched=None,
     ),
     Reproducer(
+        id="vllm-cpu-prepacked-sync",
+        patch="trl.vllm-cpu-prepacked-sync",
+        script="grpo",
+        # trl's colocate engine runs in bf16 on CPU: on a CPU with bf16 matmul vLLM packs its linear weights away and
+        # trl's first sync (load_weights) fails; elsewhere (AVX2) upstream trains, and patched must equal it. Both
+        # check after every sync that the engine computes with the policy's weights (its packed linears read back).
+        requires=PREPACKED_WINDOW,
+        settings=(),
+        flags=("--vllm", "colocate", "--vllm-engine-check"),
+        checks=("engine",),
+        upstream=PREPACKED_SYNC,
+        patched=None,
+        only_where=CPU_PACKS_BF16,
+    ),
+    Reproducer(
         id="swift-vllm-cpu-prepacked",
         patch="swift.vllm-cpu-prepacked-sync",
         script="swift",
         # swift rlhf --use_vllm true --vllm_mode colocate in float32: vLLM's CPU build packed its linear weights
         # away for oneDNN, and ms-swift's sync calls load_weights on them. Patched: loaded through reload_weights.
-        requires=("ms-swift>=4.5", "vllm>=0.18"),
+        requires=SWIFT_PREPACKED_WINDOW,
         settings=(),
         flags=("--vllm", "colocate"),
-        upstream=r"AttributeError: 'Parameter' object has no attribute 'weight_loader'",
+        upstream=PREPACKED_SYNC,
         patched=None,
     ),
     Reproducer(

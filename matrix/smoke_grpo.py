@@ -148,6 +148,35 @@ class StepsRun:
         return lambda *_, **__: None
 
 
+def check_engine_after_each_sync(generation: Any, checks: list[dict]) -> None:
+    """After each of trl's weight syncs, what the colocated engine computes with against the policy's weights: the
+    parameters it keeps under the policy's names, and each CPU GEMM layer's first weight columns read through its
+    own kernel (grpo_compat.fixes.vllm_sync). One entry per sync: layers differing, compared, largest difference."""
+    from grpo_compat.fixes.vllm_cpu_prepack import emptied_parameters, model_runner
+    from grpo_compat.fixes.vllm_sync import policy_parameters, stale_packed_layers, stale_parameters
+
+    sync = generation.sync_weights  # trl's, patched or not
+
+    def checked_sync(*args: Any, **kwargs: Any) -> Any:
+        synced = sync(*args, **kwargs)
+        engine = model_runner(generation.llm.llm_engine).model
+        policy = dict(policy_parameters(generation))
+        differing, compared = stale_parameters(policy.items(), engine)
+        packed_differing, packed_compared, largest = stale_packed_layers(policy, engine)
+        checks.append(
+            {
+                "differing": differing + packed_differing,
+                "compared": compared,
+                "gemm_layers_compared": packed_compared,
+                "largest_difference": largest,
+                "packed_away": len(emptied_parameters(engine)),
+            }
+        )
+        return synced
+
+    generation.sync_weights = checked_sync
+
+
 def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     import grpo_compat
 
@@ -229,6 +258,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     if args.vllm_sync_lost:  # as the reported stale-weights bugs did: vLLM never receives the updated weights
         engine = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
         engine.load_weights = lambda weights: set()
+    if args.vllm_engine_check:
+        check_engine_after_each_sync(trainer.vllm_generation, result.setdefault("engine_checks", []))
     if args.evaluate_first:
         result["eval_loss"] = trainer.evaluate().get("eval_loss")
     trainable = result["trainable_params"] = [n for n, p in trainer.model.named_parameters() if p.requires_grad]

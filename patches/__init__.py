@@ -42,4 +42,7 @@ WRAPPING_ORDER = (
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes
+    # VLLMGeneration.sync_weights (trl >= 1.0)
+    "trl.vllm-sync-check",  # checks what the sync below left in the engine
+    "trl.vllm-cpu-prepacked-sync",  # loads through vLLM's reload where the engine's weights are packed away
 )

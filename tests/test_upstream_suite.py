@@ -358,14 +358,22 @@ def test_trls_colocate_vllm_training_test_runs_on_cpu_and_agrees_plain_and_patch
         pytest.skip("no trl git source: set TRL_SOURCE to a trl git directory or checkout")
     arguments = ["--mode", "both", "--suite", "grpo", "--source", str(source), "--output", str(tmp_path / "v.json")]
     arguments += ["--scratch", str(tmp_path / "s"), "--keyword", "test_train_vllm and not peft", "--timeout", "600"]
+    from matrix.runs import packs_trl_vllm_weights
+
+    # On a CPU that packs bf16 (AVX512-BF16 / AMX) plain fails at the first sync (trl-vllm-cpu-prepacked-weights)
+    # where patched trains: the comparison of --mode both then exits 1 on that one difference.
+    packs = packs_trl_vllm_weights({"trl": "1.9.2", "vllm": "0.31.0"}, "cpu")
     completed = run_script(cell_python("trl-1.9-vllm"), "matrix/upstream_suite.py", *arguments, timeout=1500)
-    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    assert completed.returncode == (1 if packs else 0), completed.stdout[-4000:] + completed.stderr[-4000:]
     trained = "tests/test_grpo_trainer.py::TestGRPOTrainerSlow::test_train_vllm"
     losses = set()
     for mode in ("plain", "patched"):
         result = json.loads((tmp_path / f"v.{mode}.json").read_text())
         assert result["accelerator_gate_lifted"] == [trained]
         test = result["tests"][trained]
+        if packs and mode == "plain":
+            assert test["outcome"] == "failed" and "no attribute 'weight_loader'" in test["message"], test
+            continue
         assert test["outcome"] == "passed" and test["runs"][-1]["global_step"] > 0, test
         losses.add(test["final_loss"])
     assert len(losses) == 1 and None not in losses

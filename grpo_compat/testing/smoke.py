@@ -107,6 +107,12 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="trl >= 1.0 colocate: the weight sync never reaches vLLM, which keeps the base weights (census row 25)",
     )
     p.add_argument(
+        "--vllm-engine-check",
+        action="store_true",
+        help="trl >= 1.0 colocate: after each weight sync, compare what the engine computes with to the policy's "
+        "weights (its packed CPU linears read through their kernels); the result's engine_checks, one per sync",
+    )
+    p.add_argument(
         "--evaluate-first",
         action="store_true",
         help="trl: trainer.evaluate() on the prompts before train(), as eval_on_start does (TRL #3983 reproducer)",

@@ -14,12 +14,12 @@ Versions:  ms-swift >= 4.5 (after the sync it re-runs process_weights_after_load
 Remove when: ms-swift syncs CPU engines through reload_weights, or vLLM's CPU build keeps its linears loadable.
 
 Only the colocate path without LoRA rollout is routed, and only when the engine holds such an emptied parameter;
-vLLM's layerwise reload restores each layer, loads the policy's weights and packs them again.
+vLLM's layerwise reload restores each layer, loads the policy's weights and packs them again, and the layers that keep
+their weight beside a packed copy (the tied lm_head) are packed again (grpo_compat.fixes.vllm_cpu_prepack).
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from grpo_compat.core.registry import patch
@@ -29,17 +29,9 @@ def prepacked_runner(trainer: Any) -> Any | None:
     """The colocated engine's model runner when its linear weights are packed away (None: leave the sync to swift)."""
     if getattr(trainer, "vllm_mode", None) != "colocate" or getattr(trainer, "rollout_enable_lora", False):
         return None
-    engine = getattr(trainer, "engine", None)
-    try:
-        runner = engine.engine.model_executor.driver_worker.worker.model_runner
-        model = runner.model
-    except AttributeError:
-        return None
-    reload = getattr(runner, "reload_weights", None)
-    if reload is None or "is_checkpoint_format" not in inspect.signature(reload).parameters:
-        return None
-    emptied = any(p.numel() == 0 and not hasattr(p, "weight_loader") for p in model.parameters())
-    return runner if emptied else None
+    from grpo_compat.fixes.vllm_cpu_prepack import prepacked_runner as packed
+
+    return packed(getattr(getattr(trainer, "engine", None), "engine", None))
 
 
 @patch(
@@ -53,5 +45,10 @@ def reload_into_prepacked_engine(wrapped: Any, trainer: Any, state_dict: Any, *a
     runner = prepacked_runner(trainer)
     if runner is None:
         return wrapped(trainer, state_dict, *args, **kwargs)
-    runner.reload_weights(weights_iterator=iter(list(state_dict.items())), is_checkpoint_format=True)
+    from grpo_compat.fixes.vllm_cpu_prepack import reload
+
+    # ms-swift >= 4.5 then runs process_weights_after_loading over the model, which repacks the tied lm_head on AVX2
+    # CPUs; on AVX512-BF16 ones it stops at the first packed-away layer (IndexError, swallowed by ms-swift's
+    # finish_vllm_weight_reload), before the lm_head: the kept-weight layers are packed again here.
+    reload(runner, list(state_dict.items()))
     return None
