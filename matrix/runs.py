@@ -211,14 +211,14 @@ def upstream_suite_runs(
 
 
 def packs_trl_vllm_weights(versions: dict[str, str | None], device: str) -> bool:
-    """Whether trl's colocated vLLM engine here packs its bf16 linear weights away (trl-vllm-cpu-prepacked-weights):
+    """Whether trl's colocated vLLM engine here packs its bf16 linear weights away (vllm-cpu-prepacked-weights):
     a trl cell with vLLM on CPU, in the window, on a CPU with bf16 matmul (AVX512-BF16 / AMX)."""
     return not versions.get("ms-swift") and _packs_vllm_weights(versions, device)
 
 
 def _packs_vllm_weights(versions: dict[str, str | None], device: str) -> bool:
-    """Whether the cell's colocated bf16 vLLM engine packs its weights away here: trl's (trl-vllm-cpu-prepacked-
-    weights) or ms-swift's bf16 runs (swift-vllm-cpu-prepacked-weights, whose float32 runs pack on any CPU)."""
+    """Whether the cell's colocated bf16 vLLM engine packs its weights away here: trl's (vllm-cpu-prepacked-
+    weights) or ms-swift's bf16 runs (vllm-cpu-prepacked-weights, whose float32 runs pack on any CPU)."""
     from grpo_compat.fixes.vllm_cpu_prepack import cpu_packs_bf16
 
     window = SWIFT_PREPACKED_WINDOW if versions.get("ms-swift") else PREPACKED_WINDOW
@@ -484,7 +484,7 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
 
 
 def _recovered_from_prepacked_sync(plain: dict, patched: dict) -> list[str]:
-    """trl tests that plain failed at the first vLLM sync with trl-vllm-cpu-prepacked-weights' error and patched
+    """trl tests that plain failed at the first vLLM sync with vllm-cpu-prepacked-weights' error and patched
     passed (an upstream run on a CPU that packs bf16: _where_the_cpu_packs_bf16)."""
     tests = patched.get("tests", {})
     return [

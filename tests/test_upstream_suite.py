@@ -360,7 +360,7 @@ def test_trls_colocate_vllm_training_test_runs_on_cpu_and_agrees_plain_and_patch
     arguments += ["--scratch", str(tmp_path / "s"), "--keyword", "test_train_vllm and not peft", "--timeout", "600"]
     from matrix.runs import packs_trl_vllm_weights
 
-    # On a CPU that packs bf16 (AVX512-BF16 / AMX) plain fails at the first sync (trl-vllm-cpu-prepacked-weights)
+    # On a CPU that packs bf16 (AVX512-BF16 / AMX) plain fails at the first sync (vllm-cpu-prepacked-weights)
     # where patched trains: the comparison of --mode both then exits 1 on that one difference.
     packs = packs_trl_vllm_weights({"trl": "1.9.2", "vllm": "0.31.0"}, "cpu")
     completed = run_script(cell_python("trl-1.9-vllm"), "matrix/upstream_suite.py", *arguments, timeout=1500)

