@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from grpo_compat.matrix.cells import Cell, CellsFileError, load_cells_file
 from grpo_compat.matrix.cli import main as matrix_main
 from grpo_compat.matrix.entries import EntriesPlan, EntryRun, user_project
 from grpo_compat.matrix.init import CELLS_NAME, SCRIPT_NAME
-from tests.helpers import REPO, build_wheel
+from tests.helpers import REPO, TEARDOWN_ABORT, build_wheel
 
 
 def cells_file(folder: Path, text: str, script: str = "train.py") -> Path:
@@ -265,7 +266,8 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     (project / CELLS_NAME).write_text(text)
 
     results, junit = tmp_path / "results", tmp_path / "junit.xml"
-    run = subprocess.run(
+    matrix_run = partial(
+        subprocess.run,
         [
             grpo_compat,
             "matrix",
@@ -287,6 +289,9 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
         cwd=tmp_path,
         timeout=1800,
     )
+    run = matrix_run()
+    if run.returncode != 0 and any(TEARDOWN_ABORT in log.read_text() for log in results.glob("*/*.log")):
+        run = matrix_run()  # a gloo rank aborted at exit after training (tests.helpers.TEARDOWN_ABORT): once more
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-3000:]
     assert "pinned: installing grpo_compat from " in run.stdout and ": done in " in run.stdout, run.stdout[-3000:]
     (packed,) = (tmp_path / "running-grpo-compat").glob("grpo_compat-*.whl")  # beside the envs folder

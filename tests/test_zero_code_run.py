@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.core.report import ONE_LINE_MARK
-from tests.helpers import REPO
+from tests.helpers import REPO, TEARDOWN_ABORT
 
 BIN = Path(sys.executable).parent
 USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
@@ -175,15 +175,10 @@ LAUNCHERS = {
 }
 
 
-TEARDOWN_ABORT = "terminate called without an active exception"
-
-
 def once_more_after_a_teardown_abort(launch, result_file: Path) -> subprocess.CompletedProcess:
     """``launch()``, and once more when a rank trained, wrote its result and then aborted in gloo's teardown.
 
-    Two clean-clone CI runs (2026-11) saw a rank of DeepSpeed's launcher abort at exit, after writing its
-    result, even with destroy_process_group (pytorch/pytorch#190489); 16 runs by hand did not. An upstream
-    teardown race after the run, not what this test is about: any other failure, or the abort twice, fails.
+    An upstream teardown race after the run (tests.helpers.TEARDOWN_ABORT), not what this test is about.
     """
     completed = launch()
     if completed.returncode != 0 and result_file.exists() and TEARDOWN_ABORT in completed.stderr[-2000:]:
