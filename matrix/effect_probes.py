@@ -398,21 +398,14 @@ def _unresolvable_vllm_server_is_refused_at_once() -> bool:
     return False
 
 
-def _a_sync_that_misses_vllm_is_named() -> bool:
-    """trl's own VLLMGeneration.sync_weights over a stand-in engine (vLLM is not in this env; the matrix reproducer
-    vllm-stale-weights runs the real one) whose load_weights drops the weights, as the reported stale syncs did."""
+def _stand_in_colocated_generation(policy: Any, runner: Any) -> Any:
+    """trl's own VLLMGeneration, colocated, over a stand-in engine whose model runner is ``runner``."""
     from types import SimpleNamespace
 
-    import torch
     from trl.generation.vllm_generation import VLLMGeneration
 
-    from grpo_compat.fixes.vllm_sync import VLLMWeightsError
-
-    policy, engine = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
-    engine.load_weights = lambda weights: set()
-    generation = object.__new__(VLLMGeneration)
-    runner = SimpleNamespace(model=engine)
     executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+    generation = object.__new__(VLLMGeneration)
     generation.llm = SimpleNamespace(
         llm_engine=SimpleNamespace(model_executor=executor), reset_prefix_cache=lambda: None
     )
@@ -421,6 +414,21 @@ def _a_sync_that_misses_vllm_is_named() -> bool:
     generation._iter_named_params = lambda: iter(policy.named_parameters())
     # trl 1.9's sync gathers the parameters through the distributed helper (a no-op on one unsharded process)
     generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: contextlib.nullcontext())
+    return generation
+
+
+def _a_sync_that_misses_vllm_is_named() -> bool:
+    """trl's own VLLMGeneration.sync_weights over a stand-in engine (vLLM is not in this env; the matrix reproducer
+    vllm-stale-weights runs the real one) whose load_weights drops the weights, as the reported stale syncs did."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from grpo_compat.fixes.vllm_sync import VLLMWeightsError
+
+    policy, engine = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    engine.load_weights = lambda weights: set()
+    generation = _stand_in_colocated_generation(policy, SimpleNamespace(model=engine))
     try:
         generation.sync_weights()
     except VLLMWeightsError:
@@ -435,7 +443,6 @@ def _a_sync_into_a_prepacked_engine_goes_through_reload() -> bool:
     from types import SimpleNamespace
 
     import torch
-    from trl.generation.vllm_generation import VLLMGeneration
 
     policy = torch.nn.Linear(2, 2, bias=False)
     engine = torch.nn.Module()
@@ -446,16 +453,7 @@ def _a_sync_into_a_prepacked_engine_goes_through_reload() -> bool:
     def reload_weights(weights_iterator: Any = None, is_checkpoint_format: bool = True) -> None:
         reloaded.extend(weights_iterator)  # vLLM's restores the layers, loads and packs them again
 
-    runner = SimpleNamespace(model=engine, reload_weights=reload_weights)
-    executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
-    generation = object.__new__(VLLMGeneration)
-    generation.llm = SimpleNamespace(
-        llm_engine=SimpleNamespace(model_executor=executor), reset_prefix_cache=lambda: None
-    )
-    generation.mode, generation.enable_sleep_mode, generation.model = "colocate", False, policy
-    generation.accelerator = SimpleNamespace(is_main_process=True)
-    generation._iter_named_params = lambda: iter(policy.named_parameters())
-    generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: contextlib.nullcontext())
+    generation = _stand_in_colocated_generation(policy, SimpleNamespace(model=engine, reload_weights=reload_weights))
     try:
         generation.sync_weights()
     except AttributeError:  # upstream: load_weights on the packed-away parameter
