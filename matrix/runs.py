@@ -241,7 +241,7 @@ def _where_the_cpu_packs_bf16(runs: list[Run]) -> list[Run]:
     for run in runs:
         swift = run.script == "swift"
         library = "swift" if swift else "trl"
-        record = f"{library}-vllm-cpu-prepacked-weights: this CPU packs bf16, AVX512-BF16 / AMX"
+        record = "vllm-cpu-prepacked-weights: this CPU packs bf16, AVX512-BF16 / AMX"
         if run.script == "upstream":  # trl's own vLLM tests: its colocate ones fail plain at the first sync here
             if run.mode == "plain":
                 run = replace(run, expectation=f"trl's tests run (the colocate ones fail at the first sync: {record})")
@@ -253,7 +253,7 @@ def _where_the_cpu_packs_bf16(runs: list[Run]) -> list[Run]:
                 "upstream fails at the first sync" if run.group is None else "upstream fails earlier, at the first sync"
             )
             run = replace(run, expect_error=PREPACKED_SYNC, expectation=f"{earlier} ({record})")
-        elif _colocated(run) and run.group is None and run.kind in SMOKE_KINDS:
+        elif _colocated(run) and run.group is None and run.mode == "patched":
             run = replace(run, expectation=f"trains where plain fails ({library}.vllm-cpu-prepacked-sync)")
         planned.append(run)
     return planned
