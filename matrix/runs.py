@@ -237,11 +237,10 @@ def _where_the_cpu_packs_bf16(runs: list[Run]) -> list[Run]:
     """On a CPU that packs a bf16 engine's weights, every plain colocated run fails at its first sync: the smoke
     pairs' plain runs expect it and their patched twins train (trl.vllm-cpu-prepacked-sync, or ms-swift's); the other
     reproducers' plain runs expect it instead of their own failure, which a plain run cannot reach here."""
+    record = "vllm-cpu-prepacked-weights: this CPU packs bf16, AVX512-BF16 / AMX"
     planned = []
     for run in runs:
-        swift = run.script == "swift"
-        library = "swift" if swift else "trl"
-        record = "vllm-cpu-prepacked-weights: this CPU packs bf16, AVX512-BF16 / AMX"
+        library = "swift" if run.script == "swift" else "trl"
         if run.script == "upstream":  # trl's own vLLM tests: its colocate ones fail plain at the first sync here
             if run.mode == "plain":
                 run = replace(run, expectation=f"trl's tests run (the colocate ones fail at the first sync: {record})")

@@ -153,19 +153,17 @@ def check_engine_after_each_sync(generation: Any, checks: list[dict]) -> None:
     parameters it keeps under the policy's names, and each CPU GEMM layer's first weight columns read through its
     own kernel (grpo_compat.fixes.vllm_sync). One entry per sync: layers differing, compared, largest difference."""
     from grpo_compat.fixes.vllm_cpu_prepack import emptied_parameters, model_runner
-    from grpo_compat.fixes.vllm_sync import policy_parameters, stale_packed_layers, stale_parameters
+    from grpo_compat.fixes.vllm_sync import stale_in_engine
 
     sync = generation.sync_weights  # trl's, patched or not
 
     def checked_sync(*args: Any, **kwargs: Any) -> Any:
         synced = sync(*args, **kwargs)
         engine = model_runner(generation.llm.llm_engine).model
-        policy = dict(policy_parameters(generation))
-        differing, compared = stale_parameters(policy.items(), engine)
-        packed_differing, packed_compared, largest = stale_packed_layers(policy, engine)
+        differing, compared, packed_compared, largest = stale_in_engine(generation, engine)
         checks.append(
             {
-                "differing": differing + packed_differing,
+                "differing": differing,
                 "compared": compared,
                 "gemm_layers_compared": packed_compared,
                 "largest_difference": largest,

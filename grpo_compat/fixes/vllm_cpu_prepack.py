@@ -65,12 +65,11 @@ def prepacked_runner(llm_engine: Any) -> Any | None:
     return runner if emptied_parameters(model) else None
 
 
-def reload(runner: Any, weights: Iterable[tuple[str, Any]], repack_kept: bool = True) -> None:
-    """Load checkpoint-format (name, tensor) pairs into a prepacked engine in place; ``repack_kept``: then pack again
-    the layers that keep their weight beside a packed copy (a tied lm_head), which the reload leaves stale."""
+def reload(runner: Any, weights: Iterable[tuple[str, Any]]) -> None:
+    """Load checkpoint-format (name, tensor) pairs into a prepacked engine in place, then pack again the layers that
+    keep their weight beside a packed copy (a tied lm_head), which the reload leaves stale."""
     runner.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)
-    if repack_kept:
-        repack_kept_weights(runner.model)
+    repack_kept_weights(runner.model)
 
 
 def repack_kept_weights(model: Any) -> list[str]:
@@ -79,11 +78,9 @@ def repack_kept_weights(model: Any) -> list[str]:
     processing them again would pack their empty weight (and raises on AVX512-BF16 CPUs, which read a 1-D weight as
     a convolution's)."""
     repacked = []
-    for name, layer in model.named_modules():
-        weight, method = getattr(layer, "weight", None), getattr(layer, "quant_method", None)
-        if not hasattr(layer, "cpu_linear") or method is None or weight is None:
-            continue
-        if weight.ndim == 2 and weight.numel() > 0 and not weight.is_meta:
+    for name, layer in linear_layers(model):
+        method, weight = getattr(layer, "quant_method", None), layer.weight
+        if method is not None and weight.ndim == 2 and weight.numel() > 0 and not weight.is_meta:
             method.process_weights_after_loading(layer)
             repacked.append(name)
     return repacked

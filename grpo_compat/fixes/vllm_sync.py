@@ -88,6 +88,15 @@ def stale_packed_layers(policy: dict[str, Any], engine_model: Any) -> tuple[list
     return differing, compared, largest
 
 
+def stale_in_engine(generation: Any, engine_model: Any) -> tuple[list[str], int, int, float]:
+    """(names not the policy's, parameters compared by name, CPU GEMM layers compared through their kernels, their
+    largest difference) between trl's policy and the colocated engine's model."""
+    policy = dict(policy_parameters(generation))
+    differing, compared = stale_parameters(policy.items(), engine_model)
+    packed_differing, packed_compared, largest = stale_packed_layers(policy, engine_model)
+    return differing + packed_differing, compared, packed_compared, largest
+
+
 def policy_parameters(generation: Any) -> Any:
     """(name, tensor) of the policy under the names vLLM stores them.
 
@@ -107,10 +116,8 @@ def check_first_sync(generation: Any) -> None:
     if unchecked_because(generation) is not None:
         return
     engine = generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
-    policy = dict(policy_parameters(generation))
-    differing, compared = stale_parameters(policy.items(), engine)
-    packed_differing, packed_compared, _ = stale_packed_layers(policy, engine)
-    differing, compared = differing + packed_differing, compared + packed_compared
+    differing, compared, packed_compared, _ = stale_in_engine(generation, engine)
+    compared += packed_compared
     if differing:
         raise VLLMWeightsError(
             f"after a weight sync, vLLM generates with weights that are not the policy's: {len(differing)} of "
