@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from grpo_compat.core.errors import GRPOSettingsError, LaunchError, RewardFunctionError, UnsupportedCombinationError
-from grpo_compat.testing.smoke import ProbeFailed, parse_args, run_smoke
+from grpo_compat.testing.smoke import ProbeFailed, parse_args, run_smoke, visible_gpus
 
 _CONFIG = dict(num_generations=2, per_device_train_batch_size=2, use_cpu=True, bf16=False, report_to="none")
 _MISSING_MODEL = "/nonexistent/model"  # upstream fails loading it; a refusal comes before
@@ -104,22 +105,23 @@ def _reward_without_kwargs_is_refused_before_loading() -> bool:
 
 
 def _two_gpu_plain_launch_is_refused_by_grpo_compat() -> bool:
-    from unittest import mock
-
-    import torch
+    from accelerate.state import AcceleratorState
     from trl import GRPOConfig, GRPOTrainer
 
-    with tempfile.TemporaryDirectory() as empty, mock.patch.object(torch.cuda, "device_count", return_value=2):
-        # One process seeing 2 GPUs: GRPOConfig reads the count only while it is built (tests/test_launch_guard.py).
-        config = GRPOConfig(output_dir=empty, num_generations=2, per_device_train_batch_size=2, bf16=False)
-        assert config.n_gpu == 2
-        try:  # an empty model folder: upstream fails loading it, the guard refuses before
-            GRPOTrainer(model=empty, reward_funcs=lambda completions, **kw: [0.0], args=config)
-        except LaunchError:
-            return True
-        except (OSError, ValueError):
-            return False
-    return False
+    try:
+        with tempfile.TemporaryDirectory() as empty, visible_gpus(2):
+            # One process seeing 2 GPUs: GRPOConfig reads the count only while it is built (tests/test_launch_guard.py).
+            config = GRPOConfig(output_dir=empty, num_generations=2, per_device_train_batch_size=2, bf16=False)
+            assert config.n_gpu == 2
+            try:  # an empty model folder: upstream fails loading it, the guard refuses before
+                GRPOTrainer(model=empty, reward_funcs=lambda completions, **kw: [0.0], args=config)
+            except LaunchError:
+                return True
+            except (OSError, ValueError):
+                return False
+        return False
+    finally:  # on a GPU machine that config bound accelerate's state to the GPU; the other probes run use_cpu
+        AcceleratorState._reset_state(reset_partial_state=True)
 
 
 def _full_length_log_probs_have_k_columns() -> bool:
@@ -390,7 +392,14 @@ def _unresolvable_vllm_server_is_refused_at_once() -> bool:
     except ImportError:  # trl < 1.0
         from trl.extras.vllm_client import VLLMClient
     try:
-        VLLMClient(host="grpo-compat-no-such-host.invalid", connection_timeout=0.0)
+        socket.getaddrinfo("grpo-compat-no-such-host.invalid", 8000)
+        offline = False
+    except socket.gaierror as error:  # a machine without a name server: the patch only warns there (EAI_AGAIN)
+        offline = error.errno == socket.EAI_AGAIN
+    # There, a port no server can listen on is refused at once all the same
+    server = dict(host="localhost", server_port=70000) if offline else dict(host="grpo-compat-no-such-host.invalid")
+    try:
+        VLLMClient(**server, connection_timeout=0.0)
     except GRPOSettingsError:
         return True
     except Exception:  # noqa: BLE001 - upstream's own: vLLM is not installed here, or the server cannot be reached

@@ -13,14 +13,11 @@ Exits non-zero when the run fails, after writing the JSON (rank 0 only).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
-from unittest import mock
 
 from grpo_compat.testing import multi_turn
 from grpo_compat.testing.ranks import answers_of_all_ranks, changed_locally, deepspeed_accounting, local_parameters
@@ -34,6 +31,7 @@ from grpo_compat.testing.smoke import (
     run_smoke,
     snapshot,
     tiny_model,
+    visible_gpus,
     weight_change,
     with_trl_1_6_logps_signature,
 )
@@ -118,18 +116,6 @@ def multi_turn_arguments(args: argparse.Namespace, model_dir: Any) -> dict[str, 
         "reward_funcs": reward,
         "processing_class": tokenizer,
     }
-
-
-@contextlib.contextmanager
-def visible_gpus(count: int) -> Iterator[None]:
-    """On a CPU machine, let TrainingArguments count ``count`` GPUs (transformers' own seam), for KF-4."""
-    if not count:
-        yield
-        return
-    import torch
-
-    with mock.patch.object(torch.cuda, "device_count", return_value=count):
-        yield
 
 
 class StepsRun:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import socket
 
 import pytest
 
@@ -155,3 +156,14 @@ def test_the_wrappers_on_a_shared_target_run_in_the_declared_order(imports_first
         "trl.grpo-config-check",
         "trl.deepspeed-agreement",
     ]
+
+
+def test_the_vllm_server_wait_probe_shows_its_effect_where_no_name_server_answers(monkeypatch):
+    # The GPU machines have no network: every lookup fails with EAI_AGAIN, for which the patch only warns
+    # (a name server may answer later), so the probe must show the patch through a port no server can have.
+    def no_name_server(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_name_server)
+    (patch,) = [p for p in PATCHES if p.id == "trl.vllm-server-wait"]
+    assert round_trip(patch.id, _probe_or_skip(patch)) is None

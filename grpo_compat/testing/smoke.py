@@ -19,9 +19,10 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from grpo_compat.core.versions import installed_versions  # metadata only: applies nothing, imports no torch
 from grpo_compat.fixes.watchdog import HEADLINES, SAMPLING_FAILED  # plain Python: imports no torch
@@ -383,6 +384,23 @@ def summary(tag: str, result: dict) -> str:
 LIGER_MODEL_KERNELS_OFF = {
     kernel: False for kernel in ("rope", "swiglu", "cross_entropy", "fused_linear_cross_entropy", "rms_norm")
 }
+
+
+@contextlib.contextmanager
+def visible_gpus(count: int) -> Iterator[None]:
+    """Let TrainingArguments count ``count`` GPUs (transformers' own seam), for KF-4 without that many GPUs.
+
+    On a machine with a GPU, CUDA is initialised first: torch's lazy initialisation checks every device that
+    ``device_count()`` names, and asserts on a faked one (seen on an H100: "device=1, num_gpus=1")."""
+    if not count:
+        yield
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.init()
+    with mock.patch.object(torch.cuda, "device_count", return_value=count):
+        yield
 
 
 class ProbeFailed(AssertionError):
