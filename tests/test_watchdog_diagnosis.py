@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from grpo_compat.catalogue.log_matching import explain
 from grpo_compat.core.errors import GRPOSettingsError
 from grpo_compat.fixes.watchdog import Evidence, WatchdogSettings, diagnose, diverged, truncation
 
@@ -214,3 +215,12 @@ def test_settings_come_from_the_environment_and_bad_values_are_named():
         WatchdogSettings.from_env({"GRPO_COMPAT_WATCHDOG": "loud"})
     with pytest.raises(GRPOSettingsError, match=r"GRPO_COMPAT_WATCHDOG_MIN_CHANGED='2'.*between 0.0 and 1.0"):
         WatchdogSettings.from_env({"GRPO_COMPAT_WATCHDOG_MIN_CHANGED": "2"})
+
+
+def test_explain_names_the_moe_router_record_from_the_watchdogs_message_and_not_on_a_dense_model():
+    spreadless = dict(zero_spread=[True] * SETTINGS.zero_spread_steps, optimizer_steps=4, trainer_steps=4)
+    versions = {"trl": "1.16.0"}
+    for coefficient, named in ((0.001, True), (0.0, False)):
+        message = diagnose(healthy(router_aux_loss_coef=coefficient, **spreadless), SETTINGS).message()
+        found = {m.failure.id for m in explain(f"TrainingStalledError: {message}", versions, installed={}).matches}
+        assert ("moe-router-aux-loss-default" in found) is named and "no-learning" in found
