@@ -55,9 +55,7 @@ def test_a_signal_reaches_the_command_as_it_would_without_grpo_compat():
     for prefix in ([], [*GRPO_COMPAT, "run", "--"]):
         # A test runner started as a background job or under nohup inherits SIGINT ignored, and so would
         # its children: give them the default disposition a terminal's command has.
-        child = subprocess.Popen(
-            [*prefix, *sleeper], stdout=subprocess.PIPE, text=True, preexec_fn=_default_sigint
-        )
+        child = subprocess.Popen([*prefix, *sleeper], stdout=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
         assert child.stdout.readline() == "up\n"
         child.send_signal(signal.SIGINT)  # Ctrl-C
         statuses.append(child.wait(timeout=60))

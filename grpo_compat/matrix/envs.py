@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,6 +196,24 @@ def uv_error(error: EnvBuildError) -> str:
     return lines[0] if lines else ""
 
 
+def _see_running_venv(env: Path) -> None:
+    """Let ``env`` import what the running interpreter's venv holds (the preinstalled torch), after its own packages.
+
+    ``--system-site-packages`` reaches only the base interpreter's site-packages, and GPU images often hold torch
+    in a venv of their own (seen on the lent H100s: /opt/torch/.venv), where the cell's env would have no torch.
+    """
+    if sys.prefix == sys.base_prefix:
+        return
+    paths = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    found = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    Path(found.stdout.strip(), "_grpo_compat_preinstalled.pth").write_text("\n".join(paths) + "\n")
+
+
 @dataclass(frozen=True)
 class CellEnvs:
     """The cell envs of one matrix: the folder they live in and where they get grpo_compat."""
@@ -282,6 +301,8 @@ class CellEnvs:
                 "creating the env",
                 progress,
             )
+            if cell.uses_preinstalled_torch:
+                _see_running_venv(env)
             install = [*uv, "pip", "install", "--python", str(python)]
             if wheelhouse is None:
                 sources = _sources(cell, self._scratch())
