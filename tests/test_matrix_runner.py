@@ -241,11 +241,18 @@ def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
 
     import torch
 
+    from grpo_compat.matrix.envs import TargetMachine, uv_command
     from matrix.repository import ENVS, REPO
 
     cell = Cell(name="offline-check", pins={"torch": "preinstalled"}, exclude_newer="2026-11-01")
-    wheelhouse = ENVS.fill_wheelhouse(cell, tmp_path / "wheels", preinstalled_torch="2.13.0")
-    assert not list(wheelhouse.glob("torch-*.whl"))
+    # The target is this env, as its `pip freeze` says: what it holds at the resolved version is left out
+    freeze = subprocess.run(
+        [*uv_command(), "pip", "freeze", "--python", sys.executable], capture_output=True, text=True, check=True
+    ).stdout
+    target = TargetMachine.from_freeze(freeze)
+    wheelhouse = ENVS.fill_wheelhouse(cell, tmp_path / "wheels", target=target)
+    assert not list(wheelhouse.glob("torch-*.whl")) and not list(wheelhouse.glob("numpy-*.whl"))
+    assert list(wheelhouse.glob("uv-*.whl")) and list(wheelhouse.glob("setuptools-*.whl"))  # the offline builds
     no_network = (
         ["unshare", "-n"]
         if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"]).returncode == 0
@@ -263,7 +270,7 @@ def test_a_cell_env_builds_with_no_network_from_its_wheelhouse(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     python = built.stdout.strip().splitlines()[-1]
     # torch is the running interpreter's, whether that is a system python or a venv's (as on the GPU images)
-    code = "import datasets, torch, grpo_compat.testing.tiny_model; print(torch.__file__)"
+    code = "import datasets, numpy, torch, grpo_compat.testing.tiny_model; print(torch.__file__)"
     check = subprocess.run([python, "-c", code], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr[-2000:]
     assert check.stdout.strip() == torch.__file__
@@ -314,3 +321,23 @@ def test_the_default_cell_runs_in_the_development_env_only_while_it_holds_the_ce
     (development / ".grpo-compat-env").write_text("0123456789ab dev")  # built from other pins
     assert not envs.is_ready(default)
     assert (development / "bin" / "python").exists()
+
+
+def test_a_wheelhouse_for_another_machine_leaves_out_what_its_image_holds_at_the_resolved_version(tmp_path):
+    from grpo_compat.matrix.envs import TargetMachine
+
+    image = "# pip freeze of the GPU image\nnumpy==2.5.2\nPyYAML==6.0.3\nsetuptools==81.0.0\ngrpo-compat @ file:///x\n"
+    target = TargetMachine.from_freeze(image, python="3.12")
+    assert target.installed == {"numpy": "2.5.2", "pyyaml": "6.0.3", "setuptools": "81.0.0"}
+    closure = tmp_path / "requirements.txt"
+    closure.write_text("numpy==2.5.2\n    # via transformers\npyyaml==6.0.2\nsetuptools==81.0.0\ntrl==1.16.0\n")
+    target.leave_out_installed(closure)
+    # another version than the image's is carried; the build tools always are
+    kept = ["#", "via", "transformers", "pyyaml==6.0.2", "setuptools==81.0.0", "trl==1.16.0"]
+    assert closure.read_text().split() == kept
+    cell = Cell(name="gpu", pins={"torch": "preinstalled", "trl": "1.16.0", "numpy": "2.4.0"})
+    arguments = target.resolution(cell, tmp_path)
+    assert arguments[:4] == ["--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_28"]
+    # the image's versions hold where the cell pins nothing; the cell's own pins win
+    assert (tmp_path / "constraints.txt").read_text().split() == ["pyyaml==6.0.3", "setuptools==81.0.0"]
+    assert "download" in target.fetch() and "3.12" in target.fetch()

@@ -194,7 +194,7 @@ def load_cells_file(path: Path, require_torch: bool = True) -> CellsFile:
     return CellsFile(Path(path), cells, default, quick, entries, source)
 
 
-def _normalised(name: str) -> str:
+def normalised_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name.strip().strip("\"'")).lower()
 
 
@@ -205,7 +205,7 @@ _KEY = re.compile(r"^\s*(?P<key>\"[^\"]+\"|'[^']+'|[\w.-]+)\s*=")
 def line_of(path: Path, table: str | None, key: str) -> tuple[int, str] | None:
     """(line number, text) of ``key = ...`` in the TOML file's ``[table]`` (None: before any table), key
     names compared as package names are (``grpo_compat`` is ``grpo-compat``)."""
-    wanted_table = None if table is None else [_normalised(part) for part in _split_table(table)]
+    wanted_table = None if table is None else [normalised_name(part) for part in _split_table(table)]
     current: list[str] | None = None
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -214,10 +214,10 @@ def line_of(path: Path, table: str | None, key: str) -> tuple[int, str] | None:
     for number, text in enumerate(lines, 1):
         header = _TABLE.match(text)
         if header:
-            current = [_normalised(part) for part in _split_table(header.group("name"))]
+            current = [normalised_name(part) for part in _split_table(header.group("name"))]
             continue
         found = _KEY.match(text)
-        if found and current == wanted_table and _normalised(found.group("key")) == _normalised(key):
+        if found and current == wanted_table and normalised_name(found.group("key")) == normalised_name(key):
             return number, text.strip()
     return None
 

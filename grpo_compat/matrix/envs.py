@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -20,10 +21,10 @@ import sys
 import sysconfig
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo_compat.matrix.cells import Cell
+from grpo_compat.matrix.cells import Cell, normalised_name
 
 SOURCE_STAMP = ".grpo-compat-project"  # what the env's grpo_compat was installed from (GrpoCompatSource.stamp)
 # uv's --compile-bytecode compiles every file of every package: 10,892 files, 50 of an env's 81 s on 2 cores.
@@ -214,6 +215,69 @@ def _see_running_venv(env: Path) -> None:
     Path(found.stdout.strip(), "_grpo_compat_preinstalled.pth").write_text("\n".join(paths) + "\n")
 
 
+BUILD_TOOLS = ("setuptools>=68", "uv")  # a wheelhouse always carries them: the offline builds need their wheels
+
+
+def _own_dependencies() -> list[str]:
+    """grpo_compat's own requirements (no extras): a wheelhouse carries them where the target lacks them."""
+    try:
+        requires = importlib.metadata.requires("grpo-compat") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return [requirement for requirement in requires if "extra ==" not in requirement]
+
+
+@dataclass(frozen=True)
+class TargetMachine:
+    """The offline machine a wheelhouse is for: its Python (X.Y, x86_64 manylinux) and what its image holds."""
+
+    python: str | None = None  # None: this machine's
+    installed: dict[str, str] = field(default_factory=dict)  # normalised name -> version, from its `pip freeze`
+
+    @classmethod
+    def from_freeze(cls, freeze: str, python: str | None = None) -> TargetMachine:
+        pins = (line.split("==", 1) for line in freeze.splitlines() if "==" in line and not line.startswith("#"))
+        return cls(python, {normalised_name(name): version.strip() for name, version in pins})
+
+    def resolution(self, cell: Cell, out: Path) -> list[str]:
+        """uv's arguments: resolve for the target's Python, held to its image's versions where the cell pins none."""
+        arguments = []
+        if self.python:
+            arguments += ["--python-version", self.python, "--python-platform", "x86_64-manylinux_2_28"]
+        # A version the cell asks for wins; a name alone ("datasets") takes the image's
+        pinned = [re.split(r"[=<>!~]", pin, maxsplit=1) for pin in cell.requirements()]
+        own = {normalised_name(parts[0].split("[")[0]) for parts in pinned if len(parts) > 1}
+        held = [f"{name}=={version}" for name, version in sorted(self.installed.items()) if name not in own]
+        if held:
+            (out / "constraints.txt").write_text("\n".join(held) + "\n")
+            arguments += ["--constraint", str(out / "constraints.txt")]
+        if held and cell.exclude_newer:  # the image holds them whatever the cell's date: they are not resolved anew
+            names = (held_pin.partition("==")[0] for held_pin in held)
+            arguments += [arg for name in names for arg in ("--exclude-newer-package", f"{name}=false")]
+        return arguments
+
+    def leave_out_installed(self, requirements: Path) -> None:
+        """Drop from the closure what the image already holds at that version (the build tools stay)."""
+        tools = {normalised_name(re.split(r"[=<>]", tool, maxsplit=1)[0]) for tool in BUILD_TOOLS}
+        kept = []
+        for line in requirements.read_text().splitlines():
+            name, _, version = line.split("#")[0].strip().partition("==")
+            name = normalised_name(name)
+            if not version or name in tools or self.installed.get(name) != version.split(";")[0].strip():
+                kept.append(line)
+        requirements.write_text("\n".join(kept) + "\n")
+
+    def fetch(self) -> list[str]:
+        """pip's command for the wheels: built here for this machine, downloaded as binaries for another Python."""
+        if not self.python:  # `wheel`, not `download`: packages published only as sdists (deepspeed) are built here
+            return ["wheel", "--wheel-dir"]
+        platforms = [arg for tag in MANYLINUX_X86_64 for arg in ("--platform", tag)]
+        return ["download", "--only-binary=:all:", "--python-version", self.python, *platforms, "--dest"]
+
+
+MANYLINUX_X86_64 = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")
+
+
 @dataclass(frozen=True)
 class CellEnvs:
     """The cell envs of one matrix: the folder they live in and where they get grpo_compat."""
@@ -260,8 +324,8 @@ class CellEnvs:
         for line in resolved.read_text().splitlines():
             name, _, version = line.split("#")[0].strip().partition("==")
             if version:
-                versions[re.sub(r"[-_.]+", "-", name).lower()] = version.split(";")[0].strip()
-        found = {name: versions.get(re.sub(r"[-_.]+", "-", name).lower()) for name in cell.newest}
+                versions[normalised_name(name)] = version.split(";")[0].strip()
+        found = {name: versions.get(normalised_name(name)) for name in cell.newest}
         missing = [name for name, version in found.items() if version is None]
         if missing:
             raise EnvBuildError(f"uv resolved no version of {', '.join(missing)}")
@@ -313,7 +377,9 @@ class CellEnvs:
                 sources = ["--offline", "--no-index", "--find-links", str(wheelhouse)]
                 step = f"installing from the wheelhouse {wheelhouse}"
                 _run([*install, *sources, "--no-deps", "-r", str(wheelhouse / "requirements.txt")], log, step, progress)
-            own = [*install, *sources, *self.source.fresh_build(), *self.source.install_arguments(extras)]
+            # From a wheelhouse its dependencies are in the closure, or in the image, where uv does not look
+            offline = ["--no-deps"] if wheelhouse else []
+            own = [*install, *sources, *offline, *self.source.fresh_build(), *self.source.install_arguments(extras)]
             _run(own, log, f"installing grpo_compat from {self.source.spec}", progress)
             _warm_up(python, env, log, progress)
             (env / SOURCE_STAMP).write_text(self.source.stamp())
@@ -337,18 +403,24 @@ class CellEnvs:
         _run(arguments, self._scratch() / f"{env.name}.log", step, progress)
         (env / SOURCE_STAMP).write_text(stamp)
 
-    def fill_wheelhouse(self, cell: Cell, out: Path, preinstalled_torch: str | None = None) -> Path:
+    def fill_wheelhouse(
+        self, cell: Cell, out: Path, preinstalled_torch: str | None = None, target: TargetMachine | None = None
+    ) -> Path:
         """Download every wheel the cell's env needs into ``out``, for an offline machine.
 
         ``preinstalled_torch`` is the version of the torch the target machine already has (for
-        "preinstalled" cells): the closure is resolved against it and leaves it out.
+        "preinstalled" cells): the closure is resolved against it and leaves it out. ``target`` says more of that
+        machine: its Python (the wheels are fetched for it) and what its image holds, which the closure keeps where
+        the cell's pins allow and leaves out (the env sees it, as it sees the torch).
         """
+        target = target or TargetMachine()
         out.mkdir(parents=True, exist_ok=True)
         log = out / "wheelhouse.log"
         log.write_text("")
         requirements = out / "requirements.in"
         # setuptools builds the editable project offline; uv itself is needed there to build the env.
-        pins = [*cell.requirements(), "setuptools>=68", "uv"]
+        pins = [*cell.requirements(), *BUILD_TOOLS, *_own_dependencies()]
+        preinstalled_torch = preinstalled_torch or target.installed.get("torch")
         if cell.uses_preinstalled_torch:
             if not preinstalled_torch:
                 raise EnvBuildError(f"cell {cell.name} uses the target's torch: give its version (--torch-version)")
@@ -362,6 +434,7 @@ class CellEnvs:
                 "compile",
                 "--quiet",
                 *_sources(cell, self._scratch()),
+                *target.resolution(cell, out),
                 *skip_torch,
                 str(requirements),
                 "-o",
@@ -369,17 +442,7 @@ class CellEnvs:
             ],
             log,
         )
-        _run(
-            [
-                *pip_command(),
-                "wheel",  # not `download`: packages published only as sdists (deepspeed) are built here
-                "--quiet",
-                "--no-deps",
-                "--wheel-dir",
-                str(out),
-                "-r",
-                str(out / "requirements.txt"),
-            ],
-            log,
-        )
+        target.leave_out_installed(out / "requirements.txt")
+        fetch = [*pip_command(), *target.fetch(), str(out), "--quiet", "--no-deps"]
+        _run([*fetch, "-r", str(out / "requirements.txt")], log)
         return out
