@@ -2,7 +2,7 @@
 
     python matrix/repository.py ensure trl-0.16          # build the cell's env if needed; print its python
     python matrix/repository.py ensure trl-1.16 --path .venv --extras dev     # the development env (setup.sh)
-    python matrix/repository.py wheels trl-1.16-cuda --out wh --target-python 3.12 --target-freeze freeze.txt  # offline GPU
+    python matrix/repository.py wheels trl-1.16-cuda --out wh --target-python 3.12 --target-freeze freeze.txt  # GPU
 
     python matrix/repository.py matrix run --quick    # the same as grpo-compat matrix run --quick, here
 
