@@ -338,6 +338,6 @@ def test_a_wheelhouse_for_another_machine_leaves_out_what_its_image_holds_at_the
     cell = Cell(name="gpu", pins={"torch": "preinstalled", "trl": "1.16.0", "numpy": "2.4.0"})
     arguments = target.resolution(cell, tmp_path)
     assert arguments[:4] == ["--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_28"]
-    # the image's versions hold where the cell pins nothing; the cell's own pins win
-    assert (tmp_path / "constraints.txt").read_text().split() == ["pyyaml==6.0.3", "setuptools==81.0.0"]
+    # the image's versions are preferred where the cell pins nothing (uv keeps an output file's versions it can)
+    assert (tmp_path / "requirements.txt").read_text().split() == ["pyyaml==6.0.3", "setuptools==81.0.0"]
     assert "download" in target.fetch() and "3.12" in target.fetch()

@@ -216,6 +216,7 @@ def _see_running_venv(env: Path) -> None:
 
 
 BUILD_TOOLS = ("setuptools>=68", "uv")  # a wheelhouse always carries them: the offline builds need their wheels
+_BUILD_TOOL_NAMES = ("setuptools", "uv")
 
 
 def _own_dependencies() -> list[str]:
@@ -240,25 +241,27 @@ class TargetMachine:
         return cls(python, {normalised_name(name): version.strip() for name, version in pins})
 
     def resolution(self, cell: Cell, out: Path) -> list[str]:
-        """uv's arguments: resolve for the target's Python, held to its image's versions where the cell pins none."""
+        """uv's arguments: resolve for the target's Python, preferring its image's versions where the cell allows.
+
+        The image's versions seed the output file, which uv prefers and leaves where the cell needs another
+        (transformers 4.51 needs tokenizers < 0.22 whatever the image has); a constraint would fail there.
+        """
         arguments = []
         if self.python:
             arguments += ["--python-version", self.python, "--python-platform", "x86_64-manylinux_2_28"]
         # A version the cell asks for wins; a name alone ("datasets") takes the image's
         pinned = [re.split(r"[=<>!~]", pin, maxsplit=1) for pin in cell.requirements()]
         own = {normalised_name(parts[0].split("[")[0]) for parts in pinned if len(parts) > 1}
-        held = [f"{name}=={version}" for name, version in sorted(self.installed.items()) if name not in own]
-        if held:
-            (out / "constraints.txt").write_text("\n".join(held) + "\n")
-            arguments += ["--constraint", str(out / "constraints.txt")]
-        if held and cell.exclude_newer:  # the image holds them whatever the cell's date: they are not resolved anew
-            names = (held_pin.partition("==")[0] for held_pin in held)
-            arguments += [arg for name in names for arg in ("--exclude-newer-package", f"{name}=false")]
+        held = {name: version for name, version in sorted(self.installed.items()) if name not in own}
+        (out / "requirements.txt").write_text("".join(f"{name}=={version}\n" for name, version in held.items()))
+        if cell.exclude_newer:  # the image holds them whatever the cell's date; the build tools run there today
+            undated = [*held, *_BUILD_TOOL_NAMES]
+            arguments += [arg for name in undated for arg in ("--exclude-newer-package", f"{name}=false")]
         return arguments
 
     def leave_out_installed(self, requirements: Path) -> None:
         """Drop from the closure what the image already holds at that version (the build tools stay)."""
-        tools = {normalised_name(re.split(r"[=<>]", tool, maxsplit=1)[0]) for tool in BUILD_TOOLS}
+        tools = set(_BUILD_TOOL_NAMES)
         kept = []
         for line in requirements.read_text().splitlines():
             name, _, version = line.split("#")[0].strip().partition("==")
