@@ -1,0 +1,119 @@
+"""Probe where trl's GRPOTrainer puts an earlier turn's reasoning under Qwen3.5 Think's chat template; writes JSON.
+
+    python -m matrix.probe_think_block --mode plain --output plain.json
+    python -m matrix.probe_think_block --mode plain --set history=none --output control.json
+
+Trains two GRPO steps with a tool on conversational prompts that carry an earlier assistant turn as the model wrote
+it: Qwen3.5 Think's generation prompt already ends in ``<think>``, so the turn holds the reasoning, ``</think>`` and
+the answer, and no ``<think>``. The tokenizer carries Qwen3.5 Think's template, read from the installed trl. With
+tools, trl swaps in its training variant of that template (prefix-preserving); in trl 1.5-1.8 that variant splits
+out the reasoning only when the content holds both tags (trl#6361), so the turn renders as an empty think block,
+then the reasoning and a stray ``</think>``: the probe's error. ``--set history=none``: prompts of one user turn,
+which every trl renders alike. The result holds the weights' digest after training. Exits non-zero on error,
+after writing the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grpo_compat.testing.smoke import ProbeFailed, digest, length_reward, parse_args, run_smoke, start_probe
+
+REASONING = "Two plus two is four."
+ANSWER = "The answer is 4."
+# What the model generated after the prompt's "<think>\n": no opening tag of its own.
+GENERATED_TURN = f"{REASONING}\n</think>\n\n{ANSWER}"
+INSIDE = f"<think>\n{REASONING}\n</think>"
+TEMPLATE_FILE = "qwen3_5_think.jinja"
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def conversations(history: str, n: int = 4) -> list[list[dict[str, str]]]:
+    prompts = []
+    for i in range(n):
+        question = {"role": "user", "content": f"What is {i} plus {i + 1}?"}
+        earlier = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN}]
+        prompts.append([*earlier, question] if history == "completion" else [question])
+    return prompts
+
+
+def installed_template() -> str:
+    import trl
+
+    path = Path(trl.__file__).parent / "chat_templates" / TEMPLATE_FILE
+    if not path.exists():
+        raise ProbeFailed(f"this trl ships no {TEMPLATE_FILE} (Qwen3.5 Think's template came with trl 1.5)")
+    return path.read_text(encoding="utf-8")
+
+
+def earlier_turn(rendered: str) -> str:
+    """The earlier assistant turn of a rendered prompt, up to its end-of-turn token."""
+    start = rendered.find("<|im_start|>assistant")
+    return rendered[start : rendered.find("<|im_end|>", start) + len("<|im_end|>")] if start >= 0 else ""
+
+
+def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
+    history = args.config_overrides.pop("history", "completion")
+    model_dir = start_probe(args, result)
+    import transformers
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from matrix.smoke_grpo import config_kwargs
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = installed_template()
+    kwargs, _ = config_kwargs(GRPOConfig, output_dir, args)
+    trainer = GRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=length_reward,
+        args=GRPOConfig(**kwargs),
+        train_dataset=Dataset.from_dict({"prompt": conversations(history)}),
+        processing_class=tokenizer,
+        tools=[add],
+    )
+    rendered: list[str] = []
+    generate_and_score = trainer._generate_and_score_completions
+
+    def recording(inputs):  # the prompt ids the policy generated from and trains on
+        batch = generate_and_score(inputs)
+        ids = batch["prompt_ids"][0][batch["prompt_mask"][0].bool()]
+        rendered.append(tokenizer.decode(ids))
+        return batch
+
+    trainer._generate_and_score_completions = recording
+    trainer.train()
+    turn = earlier_turn(rendered[0])
+    result.update(
+        prompt=rendered[0],
+        earlier_turn=turn,
+        training_template=trainer.chat_template is not None,
+        weights=digest(trainer.model.state_dict()),
+    )
+    if REASONING in turn and INSIDE not in turn:
+        raise ProbeFailed(
+            f"the earlier turn's reasoning lies outside its think block in the prompts the policy trains on: "
+            f"{turn!r} (the model wrote {GENERATED_TURN!r} after the prompt's <think>)"
+        )
+    where = "inside its think block" if INSIDE in turn else "dropped, as at inference" if turn else "(no earlier turn)"
+    result["summary"] = f"reasoning {where} in the {len(rendered)} prompt batches trained on (weights {result['weights'][:12]})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    description = __doc__.splitlines()[0]
+    return run_smoke("probe_think_block", parse_args(description, "GRPOConfig field (JSON value)", argv), probe)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
