@@ -1,16 +1,18 @@
-"""Probe where trl's GRPOTrainer puts an earlier turn's reasoning under Qwen3.5 Think's chat template; writes JSON.
+"""Probe where trl's GRPOTrainer puts an earlier turn's reasoning under trl's Qwen3-family chat templates; writes JSON.
 
     python -m matrix.probe_think_block --mode plain --output plain.json
+    python -m matrix.probe_think_block --mode plain --set template=qwen3_5_think --output think.json
     python -m matrix.probe_think_block --mode plain --set history=none --output control.json
 
-Trains two GRPO steps with a tool on conversational prompts that carry an earlier assistant turn as the model wrote
-it: Qwen3.5 Think's generation prompt already ends in ``<think>``, so the turn holds the reasoning, ``</think>`` and
-the answer, and no ``<think>``. The tokenizer carries Qwen3.5 Think's template, read from the installed trl. With
-tools, trl swaps in its training variant of that template (prefix-preserving); in trl 1.5-1.8 that variant splits
-out the reasoning only when the content holds both tags (trl#6361), so the turn renders as an empty think block,
-then the reasoning and a stray ``</think>``: the probe's error. ``--set history=none``: prompts of one user turn,
-which every trl renders alike. The result holds the weights' digest after training. Exits non-zero on error,
-after writing the JSON.
+Trains two GRPO steps with a tool on conversational prompts that carry an earlier assistant turn as a thinking model
+wrote it after a generation prompt that opens the think block (Qwen3.5 / 3.6 Think, Qwen3-Thinking-2507): the
+reasoning, ``</think>`` and the answer, no ``<think>``. The tokenizer carries a chat template read from the installed
+trl (``--set template=NAME``: trl/chat_templates/NAME.jinja; default qwen3, Qwen3's). With tools, trl renders the
+prompts with its training variant of the template where trl's prefix check fails on the original (Qwen3's does;
+Qwen3.5's and 3.6's pass, and their originals render). trl 1.1-1.8's Qwen3-family training variants split out the
+reasoning only when the content holds both tags (trl#6361), so the turn renders as an empty think block, then the
+reasoning and a stray ``</think>``: the probe's error. ``--set history=none``: prompts of one user turn, which every
+trl renders alike. The result holds the weights' digest after training. Exits non-zero on error, after writing it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ ANSWER = "The answer is 4."
 # What the model generated after the prompt's "<think>\n": no opening tag of its own.
 GENERATED_TURN = f"{REASONING}\n</think>\n\n{ANSWER}"
 INSIDE = f"<think>\n{REASONING}\n</think>"
-TEMPLATE_FILE = "qwen3_5_think.jinja"
 
 
 def add(a: int, b: int) -> int:
@@ -48,12 +49,12 @@ def conversations(history: str, n: int = 4) -> list[list[dict[str, str]]]:
     return prompts
 
 
-def installed_template() -> str:
+def installed_template(name: str) -> str:
     import trl
 
-    path = Path(trl.__file__).parent / "chat_templates" / TEMPLATE_FILE
+    path = Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja"
     if not path.exists():
-        raise ProbeFailed(f"this trl ships no {TEMPLATE_FILE} (Qwen3.5 Think's template came with trl 1.5)")
+        raise ProbeFailed(f"trl {trl.__version__} ships no chat template {path.name}")
     return path.read_text(encoding="utf-8")
 
 
@@ -65,6 +66,7 @@ def earlier_turn(rendered: str) -> str:
 
 def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     history = args.config_overrides.pop("history", "completion")
+    template = args.config_overrides.pop("template", "qwen3")
     model_dir = start_probe(args, result)
     import transformers
     from datasets import Dataset
@@ -73,7 +75,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     from matrix.smoke_grpo import config_kwargs
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.chat_template = installed_template()
+    tokenizer.chat_template = installed_template(template)
     kwargs, _ = config_kwargs(GRPOConfig, output_dir, args)
     trainer = GRPOTrainer(
         model=str(model_dir),
@@ -106,8 +108,9 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
             f"the earlier turn's reasoning lies outside its think block in the prompts the policy trains on: "
             f"{turn!r} (the model wrote {GENERATED_TURN!r} after the prompt's <think>)"
         )
-    where = "inside its think block" if INSIDE in turn else "dropped, as at inference" if turn else "(no earlier turn)"
-    result["summary"] = f"reasoning {where} in the {len(rendered)} prompt batches trained on (weights {result['weights'][:12]})"
+    where = "inside its think block" if INSIDE in turn else "dropped, as at inference" if turn else ""
+    seen = f"the earlier turn's reasoning {where}" if where else "no earlier turn"
+    result["summary"] = f"{seen} in the {len(rendered)} prompt batches trained on (weights {result['weights'][:12]})"
 
 
 def main(argv: list[str] | None = None) -> int:

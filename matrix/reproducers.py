@@ -1061,3 +1061,18 @@ REPRODUCERS += (
         patched=r"UnsupportedCombinationError: AsyncGRPOTrainer with an environment_factory and no train_dataset fails",
     ),
 )
+# trl #6361: an earlier assistant turn holding only </think> (a thinking model's turn after a generation prompt that
+# opens the block) in GRPO prompts rendered with trl's Qwen3 training template, which GRPO swaps in with tools.
+REPRODUCERS += (
+    Reproducer(
+        id="think-block-history",
+        patch="trl.think-block-training-template",
+        script="think-block",
+        # trl 1.1-1.8 (1.8.0 run); tools need transformers 5 and, before trl 1.10, jmespath (not a tracked version)
+        requires=("trl>=1.1,<1.9", "transformers>=5.0"),  # the cells with jmespath: trl-1.8-tools
+        settings=(),
+        upstream=r"ProbeFailed: the earlier turn's reasoning lies outside its think block in the prompts the policy "
+        r"trains on: '<\|im_start\|>assistant\\n<think>\\n\\n</think>\\n\\nTwo plus two is four",
+        patched=None,
+    ),
+)

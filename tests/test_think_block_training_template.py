@@ -1,0 +1,67 @@
+"""trl.think-block-training-template on real installs: trl #6361 (census row 43).
+
+GRPO with a tool on prompts holding an earlier assistant turn as a thinking model wrote it after a generation prompt
+that opens the think block: reasoning, `</think>`, answer. trl 1.8.0 renders such prompts with its Qwen3 training
+template, which puts the reasoning after an empty think block (matrix/probe_think_block.py). The cell trl-1.8-tools
+holds trl 1.8.0 + transformers 5.10.0 with jmespath (trl < 1.10 parses tool calls with it); trl-1.16 (the default
+cell) holds a trl with upstream's fix.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import smoke
+
+CELL = "trl-1.8-tools"
+FIXED_CELL = "trl-1.16"
+pytestmark = pytest.mark.slow  # real trl runs in cell envs
+TURN = "<|im_start|>assistant\n{}<|im_end|>"
+CORRUPTED = TURN.format("<think>\n\n</think>\n\nTwo plus two is four.\n</think>\n\nThe answer is 4.")
+INSIDE = TURN.format("<think>\nTwo plus two is four.\n</think>\n\nThe answer is 4.")
+# Qwen3.5's template, which GRPO keeps, drops an earlier turn's reasoning, as at inference.
+DROPPED = TURN.format("The answer is 4.")
+
+
+def probe(cell: str, mode: str, model_dir, tmp_path, *settings: str) -> dict:
+    return smoke(cell, mode, model_dir, tmp_path, *settings, script="probe_think_block.py")
+
+
+def patch_status(result: dict) -> str:
+    return {p["id"]: p["status"] for p in result["grpo_compat"]["patches"]}["trl.think-block-training-template"]
+
+
+@pytest.mark.cells(CELL)
+def test_an_earlier_thinking_turn_reaches_the_policy_outside_its_think_block_upstream_and_inside_patched(
+    model_dir, tmp_path
+):
+    plain = probe(CELL, "plain", model_dir, tmp_path)
+    assert "reasoning lies outside its think block" in plain["error"]
+    assert plain["training_template"] and plain["earlier_turn"] == CORRUPTED
+    patched = probe(CELL, "patched", model_dir, tmp_path)
+    assert patched["status"] == "ok", patched["error"]
+    assert patched["training_template"] and patched["earlier_turn"] == INSIDE
+    assert patch_status(patched) == "applied"
+
+
+@pytest.mark.cells(CELL)
+@pytest.mark.parametrize("setting", ["template=qwen3_5_think", "history=none"])
+def test_prompts_upstream_renders_right_train_to_the_same_weights_patched(setting, model_dir, tmp_path):
+    """Qwen3.5 Think's template (GRPO keeps it: trl's prefix check passes), and one-turn prompts under Qwen3's training
+    template, which the patch edits but which render alike."""
+    plain, patched = (probe(CELL, mode, model_dir, tmp_path, setting) for mode in ("plain", "patched"))
+    assert plain["status"] == patched["status"] == "ok", patched["error"]
+    assert plain["prompt"] == patched["prompt"]
+    assert plain["weights"] == patched["weights"]
+    assert plain["training_template"] is (setting == "history=none")
+    assert patched["earlier_turn"] == (DROPPED if setting.startswith("template") else "")
+    assert patch_status(patched) == "applied"
+
+
+@pytest.mark.cells(FIXED_CELL)
+def test_trl_with_upstreams_fix_renders_the_reasoning_inside_and_the_patch_stands_back(model_dir, tmp_path):
+    plain, patched = (probe(FIXED_CELL, mode, model_dir, tmp_path) for mode in ("plain", "patched"))
+    assert plain["status"] == patched["status"] == "ok", plain["error"]
+    assert plain["earlier_turn"] == patched["earlier_turn"] == INSIDE
+    assert plain["weights"] == patched["weights"]
+    assert patch_status(patched) == "outside version window"
