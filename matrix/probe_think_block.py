@@ -21,7 +21,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from grpo_compat.testing.smoke import ProbeFailed, digest, length_reward, parse_args, run_smoke, start_probe
+from grpo_compat.testing.smoke import (
+    ProbeFailed,
+    digest,
+    length_reward,
+    parse_args,
+    record_prompts,
+    run_smoke,
+    start_probe,
+)
 
 REASONING = "Two plus two is four."
 ANSWER = "The answer is 4."
@@ -85,16 +93,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         processing_class=tokenizer,
         tools=[add],
     )
-    rendered: list[str] = []
-    generate_and_score = trainer._generate_and_score_completions
-
-    def recording(inputs):  # the prompt ids the policy generated from and trains on
-        batch = generate_and_score(inputs)
-        ids = batch["prompt_ids"][0][batch["prompt_mask"][0].bool()]
-        rendered.append(tokenizer.decode(ids))
-        return batch
-
-    trainer._generate_and_score_completions = recording
+    rendered = record_prompts(trainer, tokenizer)
     trainer.train()
     turn = earlier_turn(rendered[0])
     result.update(
