@@ -3,7 +3,7 @@
 GRPO with a tool on prompts holding an earlier assistant turn as a thinking model wrote it after a generation prompt
 that opens the think block: reasoning, `</think>`, answer. trl 1.8.0 renders such prompts with its Qwen3 training
 template, which puts the reasoning after an empty think block (matrix/probe_think_block.py). The cell trl-1.8-tools
-holds trl 1.8.0 + transformers 5.10.0 with jmespath (trl < 1.10 parses tool calls with it); trl-1.16 (the default
+holds trl 1.8.0 + transformers 5.0.0 with jmespath (trl < 1.10 parses tool calls with it); trl-1.16 (the default
 cell) holds a trl with upstream's fix.
 """
 

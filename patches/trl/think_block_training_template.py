@@ -13,7 +13,7 @@ Upstream:  huggingface/trl#6361, fixed by PR #6363 (trl 1.9.0), which tests `'</
 Versions:  the both-tags test is in qwen3_training.jinja from trl 1.1, qwen3_6_training from 1.3, qwen3_5_think /
            nothink_training from 1.5, to 1.8.0 (read in trl's tags). glm4moe_training tests it in 1.3-1.6 only
            (trl 1.7 tests `'</think>' in content`): edited alike.
-           Reproduced on trl 1.8.0 + transformers 5.10.0 (matrix cell trl-1.8-tools, reproducer
+           Reproduced on trl 1.8.0 + transformers 5.0.0 and 5.10.0 (matrix cell trl-1.8-tools, reproducer
            think-block-history): plain, the prompts GRPO trains on carry the reasoning outside the think block;
            patched, inside. trl 1.16.0 renders it inside, plain.
 Remove when: the oldest supported trl is >= 1.9.
