@@ -12,7 +12,9 @@ prompts with its training variant of the template where trl's prefix check fails
 Qwen3.5's and 3.6's pass, and their originals render). trl 1.1-1.8's Qwen3-family training variants split out the
 reasoning only when the content holds both tags (trl#6361), so the turn renders as an empty think block, then the
 reasoning and a stray ``</think>``: the probe's error. ``--set history=none``: prompts of one user turn, which every
-trl renders alike. The result holds the weights' digest after training. Exits non-zero on error, after writing it.
+trl renders alike. ``--set trainer=sft``: SFT with assistant_only_loss on that turn, which renders it with the training
+variant of any of these templates (Qwen3.5 Think's too). The result holds the weights' digest after training. Exits
+non-zero on error, after writing it.
 """
 
 from __future__ import annotations
@@ -72,10 +74,53 @@ def earlier_turn(rendered: str) -> str:
     return rendered[start : rendered.find("<|im_end|>", start) + len("<|im_end|>")] if start >= 0 else ""
 
 
+def sft_probe(args: argparse.Namespace, output_dir: str, result: dict, model_dir: Path, template: str) -> None:
+    """SFT with assistant_only_loss on the earlier turn itself: the text of it that the loss trains on."""
+    import transformers
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = installed_template(template)
+    conversation = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN}]
+    config = SFTConfig(
+        output_dir=output_dir,
+        assistant_only_loss=True,
+        max_steps=args.steps,
+        seed=args.seed,
+        per_device_train_batch_size=2,
+        learning_rate=1e-3,
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        **args.config_overrides,
+    )
+    data = Dataset.from_dict({"messages": [conversation] * 4})
+    trainer = SFTTrainer(model=str(model_dir), args=config, train_dataset=data, processing_class=tokenizer)
+    row = trainer.train_dataset[0]
+    trained_on = [token for token, label in zip(row["input_ids"], row["labels"], strict=True) if label != -100]
+    turn = tokenizer.decode(trained_on)
+    trainer.train()
+    result.update(trained_on=turn, training_template=trainer.chat_template is not None)
+    result["weights"] = digest(trainer.model.state_dict())
+    if REASONING in turn and INSIDE not in turn:
+        raise ProbeFailed(
+            f"SFT's assistant-only loss trains on the turn with its reasoning outside its think block: {turn!r}"
+        )
+    result["summary"] = (
+        f"SFT trains on the turn with its reasoning inside its think block (weights {result['weights'][:12]})"
+    )
+
+
 def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     history = args.config_overrides.pop("history", "completion")
     template = args.config_overrides.pop("template", "qwen3")
+    trainer_kind = args.config_overrides.pop("trainer", "grpo")
     model_dir = start_probe(args, result)
+    if trainer_kind == "sft":
+        return sft_probe(args, output_dir, result, model_dir, template)
     import transformers
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer

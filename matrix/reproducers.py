@@ -1075,4 +1075,15 @@ REPRODUCERS += (
         r"trains on: '<\|im_start\|>assistant\\n<think>\\n\\n</think>\\n\\nTwo plus two is four",
         patched=None,
     ),
+    # The same turn in SFT with assistant_only_loss, under Qwen3.5 Think's template (trl 1.5 on): the loss trains on it.
+    Reproducer(
+        id="think-block-sft-qwen3.5",
+        patch="trl.think-block-training-template",
+        script="think-block",
+        requires=("trl>=1.5,<1.9", "transformers>=5.0"),
+        settings=("trainer=sft", "template=qwen3_5_think"),
+        upstream=r"ProbeFailed: SFT's assistant-only loss trains on the turn with its reasoning outside its think "
+        r"block: '<think>\\n\\n</think>\\n\\nTwo plus two is four",
+        patched=None,
+    ),
 )

@@ -4,7 +4,8 @@ GRPO with a tool on prompts holding an earlier assistant turn as a thinking mode
 that opens the think block: reasoning, `</think>`, answer. trl 1.8.0 renders such prompts with its Qwen3 training
 template, which puts the reasoning after an empty think block (matrix/probe_think_block.py). The cell trl-1.8-tools
 holds trl 1.8.0 + transformers 5.0.0 with jmespath (trl < 1.10 parses tool calls with it); trl-1.16 (the default
-cell) holds a trl with upstream's fix.
+cell) holds a trl with upstream's fix. SFT with assistant_only_loss renders the turn with Qwen3.5 Think's training
+template too, and trains on it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ def test_an_earlier_thinking_turn_reaches_the_policy_outside_its_think_block_ups
     assert patched["status"] == "ok", patched["error"]
     assert patched["training_template"] and patched["earlier_turn"] == INSIDE
     assert patch_status(patched) == "applied"
+
+
+@pytest.mark.cells(CELL)
+def test_sft_assistant_only_loss_trains_on_qwen3_5_reasoning_outside_its_think_block_upstream_and_inside_patched(
+    model_dir, tmp_path
+):
+    settings = ("trainer=sft", "template=qwen3_5_think")
+    plain, patched = (probe(CELL, mode, model_dir, tmp_path, *settings) for mode in ("plain", "patched"))
+    assert "trains on the turn with its reasoning outside its think block" in plain["error"]
+    assert plain["trained_on"] == CORRUPTED.removeprefix("<|im_start|>assistant\n") + "\n"
+    assert patched["status"] == "ok", patched["error"]
+    assert patched["trained_on"] == INSIDE.removeprefix("<|im_start|>assistant\n") + "\n"
 
 
 @pytest.mark.cells(CELL)
