@@ -1,10 +1,10 @@
-"""Probe where trl's GRPOTrainer puts an earlier turn's reasoning under trl's Qwen3-family chat templates; writes JSON.
+"""Probe where trl's GRPO (or SFT) trainer puts a thinking turn's reasoning under trl's Qwen3-family templates; JSON.
 
     python -m matrix.probe_think_block --mode plain --output plain.json
     python -m matrix.probe_think_block --mode plain --set template=qwen3_5_think --output think.json
     python -m matrix.probe_think_block --mode plain --set history=none --output control.json
 
-Trains two GRPO steps with a tool on conversational prompts that carry an earlier assistant turn as a thinking model
+Trains GRPO (--steps) with a tool on conversational prompts that carry an earlier assistant turn as a thinking model
 wrote it after a generation prompt that opens the think block (Qwen3.5 / 3.6 Think, Qwen3-Thinking-2507): the
 reasoning, ``</think>`` and the answer, no ``<think>``. The tokenizer carries a chat template read from the installed
 trl (``--set template=NAME``: trl/chat_templates/NAME.jinja; default qwen3, Qwen3's). With tools, trl renders the
