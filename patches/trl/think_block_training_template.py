@@ -15,7 +15,8 @@ Versions:  the both-tags test is in qwen3_training.jinja from trl 1.1, qwen3_6_t
            (trl 1.7 tests `'</think>' in content`): edited alike.
            Reproduced on trl 1.8.0 + transformers 5.0.0 and 5.10.0 (matrix cell trl-1.8-tools, reproducer
            think-block-history): plain, the prompts GRPO trains on carry the reasoning outside the think block;
-           patched, inside. trl 1.16.0 renders it inside, plain.
+           patched, inside; SFT under Qwen3.5 Think's template alike (reproducer think-block-sft-qwen3.5). trl
+           1.16.0 renders it inside, plain. Edited, trl 1.8.0's four templates equal trl 1.9.0's but for 2 comment lines.
 Remove when: the oldest supported trl is >= 1.9.
 """
 
