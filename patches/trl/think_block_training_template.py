@@ -16,7 +16,7 @@ Versions:  the both-tags test is in qwen3_training.jinja from trl 1.1, qwen3_6_t
            Reproduced on trl 1.8.0 + transformers 5.0.0 and 5.10.0 (matrix cell trl-1.8-tools, reproducer
            think-block-history): plain, the prompts GRPO trains on carry the reasoning outside the think block;
            patched, inside; SFT under Qwen3.5 Think's template alike (reproducer think-block-sft-qwen3.5). trl
-           1.16.0 renders it inside, plain. Edited, trl 1.8.0's four templates equal trl 1.9.0's but for 2 comment lines.
+           1.16.0 renders it inside, plain. Edited, 1.8.0's four templates equal trl 1.9.0's but for 2 lines of comment.
 Remove when: the oldest supported trl is >= 1.9.
 """
 
