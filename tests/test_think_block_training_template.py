@@ -1,4 +1,4 @@
-"""trl.think-block-training-template on real installs: trl #6361 (census row 43).
+"""trl.think-block-training-template on real installs (trl #6361, census row 43), and the judge of its do-no-harm pairs.
 
 GRPO with a tool on prompts holding an earlier assistant turn as a thinking model wrote it after a generation prompt
 that opens the think block: reasoning, `</think>`, answer. trl 1.8.0 renders such prompts with its Qwen3 training
@@ -16,7 +16,6 @@ from tests.helpers import smoke
 
 CELL = "trl-1.8-tools"
 FIXED_CELL = "trl-1.16"
-pytestmark = pytest.mark.slow  # real trl runs in cell envs
 TURN = "<|im_start|>assistant\n{}<|im_end|>"
 CORRUPTED = TURN.format("<think>\n\n</think>\n\nTwo plus two is four.\n</think>\n\nThe answer is 4.")
 INSIDE = TURN.format("<think>\nTwo plus two is four.\n</think>\n\nThe answer is 4.")
@@ -32,6 +31,18 @@ def patch_status(result: dict) -> str:
     return {p["id"]: p["status"] for p in result["grpo_compat"]["patches"]}["trl.think-block-training-template"]
 
 
+def test_a_probes_patched_twin_that_passes_with_other_weights_than_plain_fails_the_matrix():
+    from matrix.runs import Run, judge
+
+    patched = Run("think-block-one-turn", "patched", "think-block", settings=("history=none",))
+    passed = {"status": "ok", "summary": "no earlier turn", "weights": "a"}
+    assert judge(patched, passed, passed) == ("pass", "no earlier turn")
+    assert judge(patched, {**passed, "weights": "b"}, passed)[0] == "fail"
+    # Where plain failed (a reproducer), the patched run's weights differ by design.
+    assert judge(patched, {**passed, "weights": "b"}, {"status": "error", "weights": "a"})[0] == "pass"
+
+
+@pytest.mark.slow
 @pytest.mark.cells(CELL)
 def test_an_earlier_thinking_turn_reaches_the_policy_outside_its_think_block_upstream_and_inside_patched(
     model_dir, tmp_path
@@ -45,6 +56,7 @@ def test_an_earlier_thinking_turn_reaches_the_policy_outside_its_think_block_ups
     assert patch_status(patched) == "applied"
 
 
+@pytest.mark.slow
 @pytest.mark.cells(CELL)
 def test_sft_assistant_only_loss_trains_on_qwen3_5_reasoning_outside_its_think_block_upstream_and_inside_patched(
     model_dir, tmp_path
@@ -57,6 +69,7 @@ def test_sft_assistant_only_loss_trains_on_qwen3_5_reasoning_outside_its_think_b
     assert patched["trained_on"] == INSIDE.removeprefix("<|im_start|>assistant\n") + "\n"
 
 
+@pytest.mark.slow
 @pytest.mark.cells(CELL)
 @pytest.mark.parametrize("setting", ["template=qwen3_5_think", "history=none"])
 def test_prompts_upstream_renders_right_train_to_the_same_weights_patched(setting, model_dir, tmp_path):
@@ -71,6 +84,7 @@ def test_prompts_upstream_renders_right_train_to_the_same_weights_patched(settin
     assert patch_status(patched) == "applied"
 
 
+@pytest.mark.slow
 @pytest.mark.cells(FIXED_CELL)
 def test_trl_with_upstreams_fix_renders_the_reasoning_inside_and_the_patch_stands_back(model_dir, tmp_path):
     plain, patched = (probe(FIXED_CELL, mode, model_dir, tmp_path) for mode in ("plain", "patched"))
