@@ -145,6 +145,9 @@ TOOL_ROUND_FLAGS = ("--multi-turn", "tool-caller-long-result", "--model-arch", "
 # training variant the patch edits (trl 1.5-1.8, where both templates ship; tools need jmespath before trl 1.10).
 THINK_BLOCK_KEPT = ("trl>=1.5,<1.9", "transformers>=5.0")  # cell trl-1.8-tools, with jmespath
 THINK_BLOCK_KEPT_RUNS = {"think-block-qwen3.5": ("template=qwen3_5_think",), "think-block-one-turn": ("history=none",)}
+# trl 1.9, the first with upstream's fix, outside the patch's window: SFT on that turn under Qwen3.5 Think's template
+# trains on its reasoning inside the think block, plain and patched alike (to the weights patched trl 1.8.0 ends with).
+THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -349,6 +352,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         if window_problem(THINK_BLOCK_KEPT, versions) is None:
             for kind, settings in THINK_BLOCK_KEPT_RUNS.items():
                 runs += _pair(kind, "think-block", settings=settings)
+        if window_problem(THINK_BLOCK_FIXED, versions) is None:
+            runs += _pair("think-block-sft-fixed", "think-block", settings=("trainer=sft", "template=qwen3_5_think"))
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))

@@ -15,6 +15,7 @@ import pytest
 from tests.helpers import smoke
 
 CELL = "trl-1.8-tools"
+UPSTREAM_FIX_CELL = "trl-1.9"
 FIXED_CELL = "trl-1.16"
 TURN = "<|im_start|>assistant\n{}<|im_end|>"
 CORRUPTED = TURN.format("<think>\n\n</think>\n\nTwo plus two is four.\n</think>\n\nThe answer is 4.")
@@ -90,5 +91,16 @@ def test_trl_with_upstreams_fix_renders_the_reasoning_inside_and_the_patch_stand
     plain, patched = (probe(FIXED_CELL, mode, model_dir, tmp_path) for mode in ("plain", "patched"))
     assert plain["status"] == patched["status"] == "ok", plain["error"]
     assert plain["earlier_turn"] == patched["earlier_turn"] == INSIDE
+    assert plain["weights"] == patched["weights"]
+    assert patch_status(patched) == "outside version window"
+
+
+@pytest.mark.slow
+@pytest.mark.cells(UPSTREAM_FIX_CELL)
+def test_sft_on_trl_1_9_trains_on_the_reasoning_inside_and_the_patch_stands_back(model_dir, tmp_path):
+    settings = ("trainer=sft", "template=qwen3_5_think")
+    plain, patched = (probe(UPSTREAM_FIX_CELL, mode, model_dir, tmp_path, *settings) for mode in ("plain", "patched"))
+    assert plain["status"] == patched["status"] == "ok", plain["error"]
+    assert plain["trained_on"] == patched["trained_on"] == INSIDE.removeprefix("<|im_start|>assistant\n") + "\n"
     assert plain["weights"] == patched["weights"]
     assert patch_status(patched) == "outside version window"
