@@ -100,7 +100,9 @@ def sft_probe(args: argparse.Namespace, output_dir: str, result: dict, model_dir
     data = Dataset.from_dict({"messages": [conversation] * 4})
     trainer = SFTTrainer(model=str(model_dir), args=config, train_dataset=data, processing_class=tokenizer)
     row = trainer.train_dataset[0]
-    trained_on = [token for token, label in zip(row["input_ids"], row["labels"], strict=True) if label != -100]
+    # trl 1.8 marks the untrained tokens' labels -100; trl 1.5-1.7 keep a 0/1 assistant mask
+    trained = [label != -100 for label in row["labels"]] if "labels" in row else row["assistant_masks"]
+    trained_on = [token for token, kept in zip(row["input_ids"], trained, strict=True) if kept]
     turn = tokenizer.decode(trained_on)
     trainer.train()
     result.update(trained_on=turn, training_template=trainer.chat_template is not None)
