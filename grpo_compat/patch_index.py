@@ -278,6 +278,13 @@ PATCHES = ({'id': 'swift.arguments-not-taken',
   'targets': ('trl.trainer.grpo_trainer:GRPOTrainer.__init__',),
   'summary': 'Call every Python reward function once, as trl would, when GRPOTrainer is built: before any model '
              'loads.'},
+ {'id': 'trl.think-block-training-template',
+  'module': 'grpo_compat.patches.trl.think_block_training_template',
+  'catalogue': ('trl-think-block-training-template',),
+  'requires': ('trl>=1.1,<1.9',),
+  'targets': ('trl.chat_template_utils:get_training_chat_template',),
+  'summary': "Split an assistant turn's reasoning into its think block in trl 1.1-1.8's Qwen3-family training "
+             'templates.'},
  {'id': 'trl.token-normalisation-scale',
   'module': 'grpo_compat.patches.trl.token_normalisation_scale',
   'catalogue': ('token-normalisation-scale',),

@@ -385,6 +385,19 @@ def _a_resumed_trainer_between_generations_gets_completions() -> bool:
     return trainer._prepare_inputs([{"prompt": "a"}, {"prompt": "a"}]) is not None
 
 
+def _a_turn_holding_only_the_closing_think_tag_renders_its_reasoning_inside() -> bool:
+    from transformers import AutoTokenizer
+    from trl import chat_template_utils
+
+    from matrix.probe_think_block import GENERATED_TURN, INSIDE
+
+    tokenizer = AutoTokenizer.from_pretrained(_tiny_model_folder())
+    tokenizer.chat_template = chat_template_utils.qwen3_chat_template  # the template GRPO with tools swaps out
+    turn = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN}]
+    template = chat_template_utils.get_training_chat_template(tokenizer)
+    return INSIDE in tokenizer.apply_chat_template(turn, tokenize=False, chat_template=template)
+
+
 # Patches no single process can show, each with why (their reproducers prove them in the matrix).
 def _unresolvable_vllm_server_is_refused_at_once() -> bool:
     try:
@@ -804,6 +817,7 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "swift.arguments-not-taken": _misspelt_swift_argument_is_named_with_the_argument_meant,
     "trl.peft-input-grads": _peft_inputs_require_grad_under_reentrant_checkpointing,
     "trl.empty-tools-as-none": _no_tools_are_rendered_as_no_tool_list,
+    "trl.think-block-training-template": _a_turn_holding_only_the_closing_think_tag_renders_its_reasoning_inside,
     "trl.peft-zero3-reentrant": _peft_under_zero3_gets_reentrant_checkpointing,
     "swift.logps-alignment": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,
     "swift.logps-alignment-3x": _swift_log_probs_of_a_row_labelled_from_column_0_have_k_columns,

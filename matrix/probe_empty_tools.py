@@ -16,7 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grpo_compat.testing.smoke import ProbeFailed, digest, length_reward, parse_args, run_smoke, start_probe
+from grpo_compat.testing.smoke import (
+    ProbeFailed,
+    digest,
+    length_reward,
+    parse_args,
+    record_prompts,
+    run_smoke,
+    start_probe,
+)
 
 TOOL_SECTION = "Environment: tools"
 # A system turn for tools, written when the template's test says there are tools; then the conversation.
@@ -54,16 +62,7 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         train_dataset=Dataset.from_dict({"prompt": conversations()}),
         processing_class=tokenizer,
     )
-    rendered: list[str] = []
-    generate_and_score = trainer._generate_and_score_completions
-
-    def recording(inputs):  # the prompt ids the policy generated from and trains on
-        batch = generate_and_score(inputs)
-        ids = batch["prompt_ids"][0][batch["prompt_mask"][0].bool()]
-        rendered.append(tokenizer.decode(ids))
-        return batch
-
-    trainer._generate_and_score_completions = recording
+    rendered = record_prompts(trainer, tokenizer)
     trainer.train()
     result.update(prompt=rendered[0], weights=digest(trainer.model.state_dict()))
     if TOOL_SECTION in rendered[0]:

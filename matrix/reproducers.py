@@ -1063,3 +1063,29 @@ REPRODUCERS += (
         patched=r"UnsupportedCombinationError: AsyncGRPOTrainer with an environment_factory and no train_dataset fails",
     ),
 )
+# trl #6361: an earlier assistant turn holding only </think> (a thinking model's turn after a generation prompt that
+# opens the block) in GRPO prompts rendered with trl's Qwen3 training template, which GRPO swaps in with tools.
+REPRODUCERS += (
+    Reproducer(
+        id="think-block-history",
+        patch="trl.think-block-training-template",
+        script="think-block",
+        # trl 1.1-1.8 (1.8.0 run); tools need transformers 5 and, before trl 1.10, jmespath (not a tracked version)
+        requires=("trl>=1.1,<1.9", "transformers>=5.0"),  # the cells with jmespath: trl-1.8-tools
+        settings=(),
+        upstream=r"ProbeFailed: the earlier turn's reasoning lies outside its think block in the prompts the policy "
+        r"trains on: '<\|im_start\|>assistant\\n<think>\\n\\n</think>\\n\\nTwo plus two is four",
+        patched=None,
+    ),
+    # The same turn in SFT with assistant_only_loss, under Qwen3.5 Think's template (trl 1.5 on): the loss trains on it.
+    Reproducer(
+        id="think-block-sft-qwen3.5",
+        patch="trl.think-block-training-template",
+        script="think-block",
+        requires=("trl>=1.5,<1.9", "transformers>=5.0"),
+        settings=("trainer=sft", "template=qwen3_5_think"),
+        upstream=r"ProbeFailed: SFT's assistant-only loss trains on the turn with its reasoning outside its think "
+        r"block: '<think>\\n\\n</think>\\n\\nTwo plus two is four",
+        patched=None,
+    ),
+)

@@ -65,6 +65,7 @@ SCRIPTS = {
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
     "lora-merge": Script(MATRIX / "probe_lora_merge.py", "swift", probe=True),  # census row 14, no patch
     "empty-tools": Script(MATRIX / "probe_empty_tools.py", "grpo", probe=True),
+    "think-block": Script(MATRIX / "probe_think_block.py", "grpo", probe=True),
     # Every cell: each patch in its window applied, reverted and applied again, its effect probed in between.
     "effects": Script(MATRIX / "effect_probes.py", "any", probe=True),  # its patches: effect_runs()
 }
@@ -138,6 +139,15 @@ TOOL_ROUND = ("trl>=0.27,<1.0", "transformers>=5.0")
 # temperature 0.3: every sample calls the tool alike (at 1 some garble it); its answers differ in length
 TOOL_ROUND_SETTINGS = ("max_completion_length=160", "max_tool_calling_iterations=1", "temperature=0.3")
 TOOL_ROUND_FLAGS = ("--multi-turn", "tool-caller-long-result", "--model-arch", "qwen2-tool-caller")
+# trl #6361 (catalogue trl-think-block-training-template): GRPO with a tool on prompts holding an earlier thinking
+# turn. Where upstream renders it right, trl.think-block-training-template must leave the run alone, weights and all:
+# Qwen3.5 Think's template, which GRPO keeps (its prefix check passes), and one-turn prompts under Qwen3's, whose
+# training variant the patch edits (trl 1.5-1.8, where both templates ship; tools need jmespath before trl 1.10).
+THINK_BLOCK_KEPT = ("trl>=1.5,<1.9", "transformers>=5.0")  # cell trl-1.8-tools, with jmespath
+THINK_BLOCK_KEPT_RUNS = {"think-block-qwen3.5": ("template=qwen3_5_think",), "think-block-one-turn": ("history=none",)}
+# trl 1.9, the first with upstream's fix, outside the patch's window: SFT on that turn under Qwen3.5 Think's template
+# trains on its reasoning inside the think block, plain and patched alike (to the weights patched trl 1.8.0 ends with).
+THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -339,6 +349,11 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
         if window_problem(TOOL_ROUND, versions) is None:
             runs += _pair("tool-round", "grpo", settings=TOOL_ROUND_SETTINGS, flags=TOOL_ROUND_FLAGS)
+        if window_problem(THINK_BLOCK_KEPT, versions) is None:
+            for kind, settings in THINK_BLOCK_KEPT_RUNS.items():
+                runs += _pair(kind, "think-block", settings=settings)
+        if window_problem(THINK_BLOCK_FIXED, versions) is None:
+            runs += _pair("think-block-sft-fixed", "think-block", settings=("trainer=sft", "template=qwen3_5_think"))
         if window_problem(MULTI_TURN, versions) is None:
             for kind in MULTI_TURN_KINDS:
                 runs += _pair(kind, "grpo", flags=("--multi-turn", kind), checks=("multi-turn",))
@@ -467,6 +482,9 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
         return "fail", first_line or "; ".join(findings) or "trained, but an error was expected"
     if SCRIPTS[run.script].probe:  # a probe judges itself; its summary says what it checked
         ok = result.get("status") == "ok"
+        trained_alike = (plain or {}).get("status") != "ok" or result.get("weights") == plain.get("weights")
+        if ok and run.mode == "patched" and run.same_as_plain and not trained_alike:
+            return "fail", "the probe passes, but its weights differ from the plain run's"
         return ("pass" if ok else "fail"), (result.get("summary") or "") if ok else first_line
     if result.get("corrupted_at_load"):
         return "fail", f"weights corrupted at load: {', '.join(result['corrupted_at_load'])[:120]}"

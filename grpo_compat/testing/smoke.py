@@ -403,6 +403,21 @@ def visible_gpus(count: int) -> Iterator[None]:
         yield
 
 
+def record_prompts(trainer: Any, tokenizer: Any) -> list[str]:
+    """Each batch's first prompt, as text, that trl's GRPOTrainer generates from and trains on (filled as it trains)."""
+    rendered: list[str] = []
+    generate_and_score = trainer._generate_and_score_completions
+
+    def recording(inputs: Any) -> Any:
+        batch = generate_and_score(inputs)
+        ids = batch["prompt_ids"][0][batch["prompt_mask"][0].bool()]
+        rendered.append(tokenizer.decode(ids))
+        return batch
+
+    trainer._generate_and_score_completions = recording
+    return rendered
+
+
 class ProbeFailed(AssertionError):
     """A probe's check found upstream's (or the patched) value wrong: the probe's error."""
 
