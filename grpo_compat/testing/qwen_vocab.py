@@ -201,7 +201,8 @@ def _model(architecture: str) -> Any:
         return Qwen3ForCausalLM(Qwen3Config(**sizes))
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-    config = Qwen3MoeConfig(**sizes, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
+    experts = dict(moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True)
+    config = Qwen3MoeConfig(**sizes, **experts)
     return Qwen3MoeForCausalLM(config)
 
 
@@ -243,7 +244,8 @@ def build_tiny_qwen3(
             with torch.random.fork_rng(devices=[]):
                 model = _model(architecture).to(torch.float32)
             seeded_init(model, seed)
-            model.generation_config = GenerationConfig(bos_token_id=ENDOFTEXT, eos_token_id=IM_END, pad_token_id=ENDOFTEXT)
+            ids = dict(bos_token_id=ENDOFTEXT, eos_token_id=IM_END, pad_token_id=ENDOFTEXT)
+            model.generation_config = GenerationConfig(**ids)
             model.save_pretrained(str(staging))
             (directory / MARKER).unlink(missing_ok=True)
             for item in sorted(staging.iterdir()):
