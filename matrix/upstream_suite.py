@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -339,6 +340,16 @@ def _asset_ready(directory: Path, stamp: dict[str, Any]) -> bool:
         return False
 
 
+def _ensure_asset(directory: Path, stamp: dict[str, Any], build: Any) -> None:
+    """``build(directory)`` into an empty folder unless its marker holds ``stamp``; the marker last."""
+    if _asset_ready(directory, stamp):
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    build(directory)
+    (directory / ASSET_MARKER).write_text(json.dumps(stamp))
+
+
 def build_assets(
     hub_root: Path, zen_train_rows: int = ZEN_TRAIN_ROWS, qwen_vocab: bool = False
 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -353,27 +364,14 @@ def build_assets(
     hub_root.mkdir(parents=True, exist_ok=True)
     with open(hub_root / ".assets.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        causal, seqcls, zen = (hub_root / i for i in (CAUSAL_ID, SEQCLS_ID, ZEN_ID))
-        if not _asset_ready(causal, stamp):
-            shutil.rmtree(causal, ignore_errors=True)
-            build_tiny_qwen2(causal, seed=0)
-            (causal / ASSET_MARKER).write_text(json.dumps(stamp))
-        if not _asset_ready(seqcls, stamp):
-            shutil.rmtree(seqcls, ignore_errors=True)
-            seqcls.mkdir(parents=True)
-            write_seqcls(causal, seqcls)
-            (seqcls / ASSET_MARKER).write_text(json.dumps(stamp))
-        vllm_model = hub_root / VLLM_MODEL_ID
-        if _vllm_installed() and not _asset_ready(vllm_model, stamp):
-            shutil.rmtree(vllm_model, ignore_errors=True)
-            build_tiny_qwen2(vllm_model, seed=0, architecture="qwen2-head64")
-            (vllm_model / ASSET_MARKER).write_text(json.dumps(stamp))
+        causal = hub_root / CAUSAL_ID
+        _ensure_asset(causal, stamp, functools.partial(build_tiny_qwen2, seed=0))
+        _ensure_asset(hub_root / SEQCLS_ID, stamp, functools.partial(write_seqcls, causal))
+        if _vllm_installed():
+            head64 = functools.partial(build_tiny_qwen2, seed=0, architecture="qwen2-head64")
+            _ensure_asset(hub_root / VLLM_MODEL_ID, stamp, head64)
         zen_stamp = {**stamp, "train_rows": zen_train_rows}
-        if not _asset_ready(zen, zen_stamp):
-            shutil.rmtree(zen, ignore_errors=True)
-            zen.mkdir(parents=True)
-            write_zen(zen, zen_train_rows)
-            (zen / ASSET_MARKER).write_text(json.dumps(zen_stamp))
+        _ensure_asset(hub_root / ZEN_ID, zen_stamp, functools.partial(write_zen, train_rows=zen_train_rows))
         qwen_assets, unbuilt = build_qwen_vocab_assets(hub_root, stamp) if qwen_vocab else ({}, {})
     vllm_assets = {VLLM_MODEL_ID: 'build_tiny_qwen2(seed=0, architecture="qwen2-head64")'} if _vllm_installed() else {}
     assets = {
@@ -400,15 +398,11 @@ def build_qwen_vocab_assets(hub_root: Path, stamp: dict[str, Any]) -> tuple[dict
     qwen3, moe, seqcls = (hub_root / i for i in QWEN_VOCAB_IDS)
     qwen_stamp = {**stamp, "vocabulary": qwen_vocab.TIKTOKEN_SHA256[:16]}
     for directory, architecture in ((qwen3, "qwen3"), (moe, "qwen3-moe")):
-        if not _asset_ready(directory, qwen_stamp):
-            shutil.rmtree(directory, ignore_errors=True)
-            qwen_vocab.build_tiny_qwen3(directory, tiktoken, chat_template, architecture, seed=0)
-            (directory / ASSET_MARKER).write_text(json.dumps(qwen_stamp))
-    if not _asset_ready(seqcls, qwen_stamp):
-        shutil.rmtree(seqcls, ignore_errors=True)
-        seqcls.mkdir(parents=True)
-        write_seqcls(qwen3, seqcls)
-        (seqcls / ASSET_MARKER).write_text(json.dumps(qwen_stamp))
+        build = functools.partial(
+            qwen_vocab.build_tiny_qwen3, tiktoken_path=tiktoken, chat_template=chat_template, architecture=architecture
+        )
+        _ensure_asset(directory, qwen_stamp, build)
+    _ensure_asset(seqcls, qwen_stamp, functools.partial(write_seqcls, qwen3))
     source = f"Qwen's BPE vocabulary ({' '.join(qwen_vocab.QWEN_AGENT)}'s qwen.tiktoken) and trl's qwen3.jinja"
     return {
         QWEN3_ID: f"grpo_compat.testing.qwen_vocab.build_tiny_qwen3(seed=0): {source}",
