@@ -186,6 +186,19 @@ def test_qwens_token_ids_are_let_through_only_where_a_model_named_has_qwens_voca
     assert reason == f"needs {qwen3}, not built here: {unbuilt[qwen3]}"
 
 
+def test_without_pypi_the_qwen_vocabulary_models_are_not_built_and_each_says_why(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(suite, "QWEN_VOCAB_DIR", tmp_path / "qwen-vocab")
+    monkeypatch.setenv("UV_OFFLINE", "1")  # uv's own switch: no index is asked, as on a machine without network
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    assets, unbuilt = suite.build_qwen_vocab_assets(tmp_path / "hub", {"recipe": 0})
+    assert assets == {} and sorted(unbuilt) == sorted(suite.QWEN_VOCAB_IDS)
+    assert all(
+        reason.startswith("Qwen's vocabulary (qwen-agent==0.0.34 from PyPI) could not be fetched: ")
+        for reason in unbuilt.values()
+    ), unbuilt
+    assert not (tmp_path / "hub").exists()
+
+
 def test_upstream_tools_runs_are_trls_tool_tests_on_qwens_vocabulary_where_trl_has_them(monkeypatch) -> None:
     from matrix import runs
 
