@@ -4,9 +4,10 @@ trl's tool and environment tests fake ``model.generate`` with Qwen's own token i
 151645 ``<|im_end|>``, ...), so their tiny models need Qwen's vocabulary, not the 512-token one of tiny_model.py.
 Qwen's byte-level BPE ranks (151,643, shared by Qwen 1, 2, 2.5 and 3) ship as ``qwen.tiktoken`` in the
 ``qwen-agent`` wheel on PyPI; whoever calls this fetched it beforehand (matrix/upstream_suite.py does, at build
-time). The tokenizer is converted from those ranks with transformers' own tiktoken converter, Qwen2's
-pre-tokenizer pattern and normaliser, and Qwen3's 26 added tokens at their ids; the chat template is the caller's
-(trl ships Qwen3's, ``trl/chat_templates/qwen3.jinja``, which trl recognises by exact text).
+time). The ranks become a ``tokenizers`` byte-level BPE here (transformers' TikTokenConverter needs the tiktoken
+package, which no cell installs, from 5.x on), with Qwen2's pre-tokenizer pattern and normaliser and Qwen3's 26
+added tokens at their ids: the merges it derives are 151,387, as many as Qwen2's tokenizer.json holds. The chat
+template is the caller's (trl ships Qwen3's, ``trl/chat_templates/qwen3.jinja``, which trl recognises by exact text).
 
 Weights are drawn as tiny_model.py draws them (seeded, by sorted name); the sizes are those of trl's own tiny
 Qwen3 models (hidden 8, 2 layers, 4 heads of 128, 2 key-value heads).
