@@ -6,7 +6,7 @@ Qwen's byte-level BPE ranks (151,643, shared by Qwen 1, 2, 2.5 and 3) ship as ``
 ``qwen-agent`` wheel on PyPI; whoever calls this fetched it beforehand (matrix/upstream_suite.py does, at build
 time). The ranks become a ``tokenizers`` byte-level BPE here (transformers' TikTokenConverter needs the tiktoken
 package, which no cell installs, from 5.x on), with Qwen2's pre-tokenizer pattern and normaliser and Qwen3's 26
-added tokens at their ids: the merges it derives are 151,387, as many as Qwen2's tokenizer.json holds. The chat
+added tokens at their ids: it derives one merge for each of the 151,387 ranks longer than a byte. The chat
 template is the caller's (trl ships Qwen3's, ``trl/chat_templates/qwen3.jinja``, which trl recognises by exact text).
 
 Weights are drawn as tiny_model.py draws them (seeded, by sorted name); the sizes are those of trl's own tiny
