@@ -82,6 +82,13 @@ VLLM_FLAG = "--vllm"
 # trl's own test suites (matrix/upstream_suite.py) need trl's git repository: its sdists carry no tests.
 TRL_SOURCE_ENV = "GRPO_COMPAT_TRL_SOURCE"
 UPSTREAM_SUITE = MATRIX / "upstream_suite.py"
+# trl's own tool, environment and multi-turn GRPO tests (upstream:grpo-tools). They name trl's tiny Qwen3 models and
+# fake generate() with Qwen's token ids, so they run on Qwen's real vocabulary (upstream_suite.py --qwen-vocab); trl
+# marks them xfail below transformers 5.0 (tool parsing) and 5.2 (environments). trl 1.9's tag has 16 of them.
+UPSTREAM_TOOLS = ("trl>=1.9", "transformers>=5.2")
+UPSTREAM_TOOLS_KEYWORD = (
+    "Qwen3 or tool or environment or chat_template_kwargs or reward_source or reward_processing_class"
+)
 
 
 @dataclass(frozen=True)
@@ -185,13 +192,17 @@ def sweep_runs(zero3_skip: str | None, quick: bool) -> list[Run]:
 
 
 def upstream_suite_runs(
-    versions: dict[str, str | None], suites: tuple[str, ...] = ("grpo", "sft"), keyword: str | None = None
+    versions: dict[str, str | None],
+    suites: tuple[str, ...] = ("grpo", "sft"),
+    keyword: str | None = None,
+    name: str | None = None,
+    flags: tuple[str, ...] = (),
 ) -> list[Run]:
     """trl's own GRPO and SFT tests, plain and patched: every outcome and final loss must be the same.
 
     Slow (minutes a suite), so not in ``--quick``; skipped with the reason where no trl git source is given
     (``GRPO_COMPAT_TRL_SOURCE``) or it has no tag of the cell's trl. ``keyword``: only the tests pytest's ``-k``
-    selects (the run is named ``upstream:<suite>-<keyword>``).
+    selects (the run is named ``upstream:<suite>-<name or keyword>``); ``flags``: more of upstream_suite.py's.
     """
     source = os.environ.get(TRL_SOURCE_ENV)
     skip = None
@@ -204,13 +215,13 @@ def upstream_suite_runs(
             skip = f"{source} has no tag of trl {versions.get('trl')}"
     expectation = "every test's outcome and final loss as in the plain pass"
     selected = ("--keyword", keyword) if keyword else ()
-    name = f"-{keyword}" if keyword else ""
+    label = f"-{name or keyword}" if keyword else ""
     return [
         Run(
-            f"upstream:{suite}{name}",
+            f"upstream:{suite}{label}",
             mode,
             "upstream",
-            flags=("--suite", suite, *selected),
+            flags=("--suite", suite, *selected, *flags),
             skip=skip,
             timeout_s=1800,
             **extra,
@@ -381,6 +392,10 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
                 runs += sweep_runs(skip, quick)
             if not quick:
                 runs += upstream_suite_runs(versions)
+                # Not beside liger-kernel: none of these tests takes the Liger loss, which is what that cell proves.
+                if window_problem(UPSTREAM_TOOLS, versions) is None and not versions.get("liger-kernel"):
+                    tools = dict(keyword=UPSTREAM_TOOLS_KEYWORD, name="tools", flags=("--qwen-vocab",))
+                    runs += upstream_suite_runs(versions, suites=("grpo",), **tools)
     return runs
 
 

