@@ -378,8 +378,8 @@ def test_trls_tool_and_environment_tests_pass_on_qwens_vocabulary_and_patched_di
 ) -> None:
     """trl 1.9.2's own tool / environment / multi-turn GRPO tests (cell trl-1.9, upstream:grpo-tools), on the tiny
     Qwen3 models built on Qwen's vocabulary: all pass plain, and patched every final loss is the same. One outcome
-    differs: grpo_compat refuses the unknown environment name before the model loads, where trl's test expects trl's
-    own error from train() (a do-no-harm finding: patched, a run whose misnamed rows are never drawn is refused)."""
+    differs, as declared: every example names an unknown environment, which grpo_compat refuses before the model
+    loads, where trl's test expects trl's own error from train() (upstream_suite.REFUSED_EARLIER)."""
     from matrix import runs
 
     source = _trl_source()
@@ -393,13 +393,10 @@ def test_trls_tool_and_environment_tests_pass_on_qwens_vocabulary_and_patched_di
     arguments += ["--scratch", str(tmp_path / "s"), "--keyword", runs.UPSTREAM_TOOLS_KEYWORD, "--qwen-vocab"]
     completed = run_script(cell_python("trl-1.9"), "matrix/upstream_suite.py", *arguments, timeout=1500)
     comparison = json.loads((tmp_path / "t.json").read_text())
-    assert comparison["differences"] == [
-        f"{UNKNOWN_ENVIRONMENT}: outcome passed -> failed: grpo_compat.core.errors.GRPOSettingsError: 6 example(s) of "
-        "the dataset name an environment environment_factory lacks: 'unknown'; its environments: 'counter'. trl "
-        "finds the first at the batch that holds it, after the model loaded. Fix: name one of its environments in "
-        "the 'environment' column, or add the missing one to environment_factory. Refused before the model loads "
-        "(grpo_compat)."
-    ], completed.stdout[-4000:] + completed.stderr[-4000:]
+    assert comparison["differences"] == [], completed.stdout[-4000:] + completed.stderr[-4000:]
+    # the one declared difference (upstream_suite.REFUSED_EARLIER): every example names the missing environment
+    patched = json.loads((tmp_path / "t.patched.json").read_text())["tests"][UNKNOWN_ENVIRONMENT]
+    assert patched["outcome"] == "failed" and "6 example(s) of the dataset name an environment" in patched["message"]
     plain = json.loads((tmp_path / "t.plain.json").read_text())
     assert plain["counts"]["passed"] == plain["counts"]["selected"] == QWEN_VOCAB_TESTS, plain["summary"]
     assert plain["counts"]["with_loss"] >= 10, plain["summary"]
@@ -469,3 +466,16 @@ def test_trls_colocate_vllm_training_test_runs_on_cpu_and_agrees_plain_and_patch
         assert test["outcome"] == "passed" and test["runs"][-1]["global_step"] > 0, test
         losses.add(test["final_loss"])
     assert len(losses) == 1 and None not in losses
+
+
+def test_a_declared_earlier_refusal_is_no_difference_and_any_other_failure_is():
+    nodeid = "tests/test_grpo_trainer.py::TestGRPOTrainer::test_train_with_unknown_environment_raises"
+    plain = {"status": "ok", "tests": {nodeid: {"outcome": "passed", "final_loss": None}}}
+    refusal = "GRPOSettingsError: 6 example(s) of the dataset name an environment environment_factory lacks: 'x'"
+    refused = {"status": "ok", "tests": {nodeid: {"outcome": "failed", "final_loss": None, "message": refusal}}}
+    assert suite.compare(plain, refused) == []
+    other = {"status": "ok", "tests": {nodeid: {"outcome": "failed", "final_loss": None, "message": "ValueError: x"}}}
+    assert suite.compare(plain, other) == [f"{nodeid}: outcome passed -> failed: ValueError: x"]
+    elsewhere = nodeid.replace("test_train_with_unknown_environment_raises", "test_train")
+    moved = {"status": "ok", "tests": {elsewhere: refused["tests"][nodeid]}}
+    assert suite.compare({"status": "ok", "tests": {elsewhere: plain["tests"][nodeid]}}, moved) != []

@@ -3,8 +3,9 @@
 trl's GRPOTrainer takes ``tools`` (0.28 and 1.16 read: rendered with transformers' get_json_schema, called as
 ``tool(**arguments)``) and, from 0.29, ``environment_factory``. What is wrong with them surfaces after the model
 loaded: jmespath missing where trl needs it to parse tool calls, and an environment without ``reset``, in
-GRPOTrainer.__init__; an `environment` name the dict lacks, or
-the `environment` column that ``remove_unused_columns=True`` removed, at the first batch ("not among the
+GRPOTrainer.__init__; an `environment` name the dict lacks (refused where every example names one, warned where
+only some do: those train until a batch draws one), or the `environment` column that ``remove_unused_columns=True``
+removed, at the first batch ("not among the
 environments passed to `environment_factory`"; a KeyError in the pull requests that added the dict, trl #6001 /
 #6002); a tool without a docstring or type hints when its schema is first rendered into a prompt; and a tool trl
 cannot call by keyword (``tool(**arguments)``) never at all: every call returns its error to the model as the tool's
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +34,7 @@ ENVIRONMENT_COLUMN = "environment"  # the column a dict environment_factory rout
 KEPT_COLUMNS = ("prompt", "image", "images")
 NOT_TOOLS = ("reset", "get_reward")  # an environment's methods trl does not expose as tools
 SUFFIX = "Refused before the model loads (grpo_compat)."
+logger = logging.getLogger("grpo_compat")
 
 
 def factories_of(environment_factory: Any) -> dict[Any, Any]:
@@ -100,16 +103,22 @@ def check_routing(factories: dict[Any, Any], dataset: Any, config: Any) -> None:
         )
     named = distinct(dataset, ENVIRONMENT_COLUMN)
     unknown = [name for name in named if name not in factories]
-    if unknown:
-        close = difflib.get_close_matches(str(unknown[0]), [str(name) for name in factories], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        count = sum(1 for name in dataset[ENVIRONMENT_COLUMN] if name in unknown)
-        raise GRPOSettingsError(
-            f"{count} example(s) of the dataset name an environment environment_factory lacks: "
-            f"{', '.join(repr(name) for name in unknown[:5])}{hint}; its environments: {known}. trl finds the first "
-            "at the batch that holds it, after the model loaded. Fix: name one of its environments in the "
-            f"{ENVIRONMENT_COLUMN!r} column, or add the missing one to environment_factory. " + SUFFIX
-        )
+    if not unknown:
+        return
+    close = difflib.get_close_matches(str(unknown[0]), [str(name) for name in factories], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    count = sum(1 for name in dataset[ENVIRONMENT_COLUMN] if name in unknown)
+    finding = (
+        f"{count} example(s) of the dataset name an environment environment_factory lacks: "
+        f"{', '.join(repr(name) for name in unknown[:5])}{hint}; its environments: {known}. trl finds the first at "
+        "the batch that holds it, after the model loaded. Fix: name one of its environments in the "
+        f"{ENVIRONMENT_COLUMN!r} column, or add the missing one to environment_factory."
+    )
+    if count == len(dataset):  # the first batch holds one, whatever the sampler draws: the run cannot train a step
+        raise GRPOSettingsError(f"{finding} {SUFFIX}")
+    # Others train until a batch draws one, or to the end if none is drawn (max_steps, a dropped remainder): a
+    # refusal would stop a run that trains plain (trl's own upstream test, a misnamed row never drawn).
+    logger.warning("%s trl stops the run with a ValueError at that batch (grpo_compat).", finding)
 
 
 def build(name: Any, factory: Any, columns: list[str] | None, routed: bool) -> Any:

@@ -16,6 +16,7 @@ CASES = (
     "tools",  # a standalone tool and one environment (environment_factory=CounterEnvironment)
     "environments",  # two named environments (a dict), routed by the dataset's `environment` column
     "unknown-environment",  # the dataset names an environment the dict lacks (trl PRs #6001, #6002)
+    "late-unknown-environment",  # only its last row does: a run that stops before drawing it trains
     "undocumented-tool",  # a tool without a docstring: transformers cannot write its schema
     "tool-caller",  # the standalone tool alone, for the tiny model fitted to call it (--model-arch qwen2-tool-caller)
     "tool-caller-long-result",  # the same call answered at length: the re-rendered conversation grows (trl #5144)
@@ -155,6 +156,10 @@ def trainer_arguments(case: str) -> tuple[dict[str, Any], dict[str, list]]:
         return {"tools": [_add_at_length]}, conversational_prompts()
     if case == "unknown-environment":  # every row names "counters", a typo: the first batch holds one
         return {"environment_factory": environments}, conversational_prompts(environments=("counters",))
+    if case == "late-unknown-environment":
+        columns = conversational_prompts(environments=("counter", "echo"))
+        columns["environment"][-1] = "counters"
+        return {"tools": [add], "environment_factory": environments}, columns
     return {"tools": [add_undocumented], "environment_factory": CounterEnvironment}, conversational_prompts()
 
 
