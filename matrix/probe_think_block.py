@@ -23,6 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from grpo_compat.testing import multi_turn
 from grpo_compat.testing.smoke import (
     ProbeFailed,
     digest,
@@ -60,12 +61,10 @@ def conversations(history: str, n: int = 4) -> list[list[dict[str, str]]]:
 
 
 def installed_template(name: str) -> str:
-    import trl
-
-    path = Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja"
-    if not path.exists():
-        raise ProbeFailed(f"trl {trl.__version__} ships no chat template {path.name}")
-    return path.read_text(encoding="utf-8")
+    template = multi_turn.shipped_chat_template(name)
+    if template is None:
+        raise ProbeFailed(f"the installed trl ships no chat template {name}.jinja")
+    return template
 
 
 def earlier_turn(rendered: str) -> str:

@@ -441,12 +441,12 @@ def ensure_qwen_tiktoken() -> Path:
 
 def trl_chat_template(name: str) -> str:
     """A chat template the installed trl ships (trl recognises a template by its exact text)."""
-    import trl
+    from grpo_compat.testing.multi_turn import shipped_chat_template
 
-    path = Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja"
-    if not path.is_file():
+    template = shipped_chat_template(name)
+    if template is None:
         raise RuntimeError(f"trl {_installed('trl')} ships no chat_templates/{name}.jinja")
-    return path.read_text(encoding="utf-8")
+    return template
 
 
 def _vllm_installed() -> bool:

@@ -220,6 +220,11 @@ def test_the_real_trainer_refuses_before_loading_the_model_and_lets_good_environ
     reward = multi_turn.environment_reward
     with pytest.raises(GRPOSettingsError, match="'counters'"):
         GRPOTrainer(
+            model="/nonexistent/model", reward_funcs=reward, args=config, train_dataset=routed("counters", "counters"),
+            environment_factory=NAMED,
+        )  # fmt: skip
+    with pytest.raises(OSError):  # warned only; the reward dry run draws the routable row, then upstream loads
+        GRPOTrainer(
             model="/nonexistent/model", reward_funcs=reward, args=config, train_dataset=routed("counters", "echo"),
             environment_factory=NAMED,
         )  # fmt: skip

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grpo_compat.core.errors import GRPOSettingsError
-from grpo_compat.fixes.rewards import CHECK_ENV, check_enabled, random_state_kept
+from grpo_compat.fixes.rewards import CHECK_ENV, DRY_RUN_ROWS, check_enabled, random_state_kept
 
 ENVIRONMENT_COLUMN = "environment"  # the column a dict environment_factory routes each example by
 # The columns remove_unused_columns=True keeps (GRPOTrainer._set_signature_columns_if_needed, trl 1.8 and 1.16)
@@ -216,6 +216,18 @@ def column_names(dataset: Any) -> list[str] | None:
         return None
     names = getattr(dataset, "column_names", None)
     return list(names) if isinstance(names, (list, tuple)) else None
+
+
+def routable(dataset: Any, environment_factory: Any) -> Any:
+    """What the reward dry run may draw from: the dataset, or where its first rows name an environment a dict
+    environment_factory lacks (warned by check_routing), the first rows that name one it has, as trl draws them."""
+    columns = column_names(dataset)
+    if not isinstance(environment_factory, dict) or columns is None or ENVIRONMENT_COLUMN not in columns:
+        return dataset
+    names = dataset[ENVIRONMENT_COLUMN]
+    if all(name in environment_factory for name in names[:DRY_RUN_ROWS]):
+        return dataset
+    return [dataset[i] for i, name in enumerate(names) if name in environment_factory][:DRY_RUN_ROWS]
 
 
 def distinct(dataset: Any, column: str) -> list[Any]:

@@ -169,11 +169,17 @@ def tool_chat_template() -> str:
     The tiny model's tokenizer has Qwen2's special tokens, but its own template renders no tools, which trl refuses.
     trl before 1.0 ships no template files: its Qwen3 template, the one it knows how to parse there.
     """
-    import trl
-
-    template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
-    if template.is_file():
-        return template.read_text()
+    template = shipped_chat_template("qwen2_5")
+    if template is not None:
+        return template
     from trl.chat_template_utils import qwen3_chat_template
 
     return qwen3_chat_template
+
+
+def shipped_chat_template(name: str) -> str | None:
+    """A chat template file the installed trl ships (trl recognises a template by its exact text); None if none."""
+    import trl
+
+    path = Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja"
+    return path.read_text(encoding="utf-8") if path.is_file() else None

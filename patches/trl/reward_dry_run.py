@@ -64,5 +64,6 @@ def dry_run_reward_functions(wrapped: Any, trainer: Any, *args: Any, **kwargs: A
             return {"environments": environments.environments_per_completion(built, rows, generations, routed)}
 
     generations = getattr(config, "num_generations", None) or 8  # trl's default
-    dry_run(call.get("reward_funcs"), dataset, generations, installed_version("trl"), more)
+    drawn = environments.routable(dataset, factory)  # rows trl can route, the ones its reward functions see
+    dry_run(call.get("reward_funcs"), drawn, generations, installed_version("trl"), more)
     return wrapped(trainer, *args, **kwargs)
