@@ -2,7 +2,7 @@
 
     python matrix/repository.py ensure trl-0.16          # build the cell's env if needed; print its python
     python matrix/repository.py ensure trl-1.16 --path .venv --extras dev     # the development env (setup.sh)
-    python matrix/repository.py wheels trl-1.16-cuda --out wh --target-python 3.12 --target-freeze freeze.txt  # GPU
+    grpo-compat matrix wheels --cell trl-1.16-cuda --out wh --target-python 3.12 --target-freeze freeze.txt  # GPU
 
     python matrix/repository.py matrix run --quick    # the same as grpo-compat matrix run --quick, here
 
@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # run as a script by matrix/setup.sh, before anyt
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grpo_compat.matrix.cells import Cell, CellsFile, load_cells_file
-from grpo_compat.matrix.envs import CellEnvs, EnvBuildError, GrpoCompatSource, TargetMachine
+from grpo_compat.matrix.envs import CellEnvs, EnvBuildError, GrpoCompatSource
 from grpo_compat.matrix.project import MatrixProject
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,32 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         return run_matrix_command(argv[1:], repository=repository_project)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("matrix", help="grpo-compat matrix's commands (run, report, workflow) on this repository's matrix")
+    commands = "grpo-compat matrix's commands (run, wheels, report, workflow) on this repository's matrix"
+    sub.add_parser("matrix", help=commands)
     ensure = sub.add_parser("ensure", help="build the cell's env if needed and print its python")
     ensure.add_argument("cell", nargs="?", help="cell name (default: the default cell)")
     ensure.add_argument("--path", type=Path, help="where to put the env instead of .matrix/envs")
     ensure.add_argument("--extras", default="", help="extras of grpo-compat to install, e.g. dev")
-    ensure.add_argument("--wheelhouse", type=Path, help="install offline from this folder (see `wheels`)")
-    wheels = sub.add_parser("wheels", help="download every wheel a cell needs, for an offline machine")
-    wheels.add_argument("cell")
-    wheels.add_argument("--out", type=Path, required=True, help="the wheelhouse folder to fill")
-    wheels.add_argument("--torch-version", help="the torch the target machine has (preinstalled cells)")
-    wheels.add_argument("--target-python", help="the target's Python (X.Y) when it is not this one's")
-    wheels.add_argument("--target-freeze", type=Path, help="the target's `pip freeze`: what its image already holds")
+    ensure.add_argument("--wheelhouse", type=Path, help="install offline from this folder (grpo-compat matrix wheels)")
     args = parser.parse_args(argv)
     cells = cells_file()
     name = args.cell or cells.default
-    if getattr(args, "target_freeze", None) and not args.target_freeze.is_file():
-        parser.error(f"--target-freeze {args.target_freeze}: no such file (write it there with `pip freeze`)")
     if name not in cells.cells:
         parser.error(f"unknown cell {name!r}; cells: {', '.join(cells.cells)}")
     try:
-        if args.command == "wheels":
-            freeze = args.target_freeze.read_text() if args.target_freeze else ""
-            target = TargetMachine.from_freeze(freeze, args.target_python)
-            print(ENVS.fill_wheelhouse(cells.cells[name], args.out, args.torch_version, target))
-        else:
-            print(ENVS.ensure(cells.cells[name], args.path, args.extras, args.wheelhouse))
+        print(ENVS.ensure(cells.cells[name], args.path, args.extras, args.wheelhouse))
     except EnvBuildError as error:
         print(f"error: cell {name}: {error}", file=sys.stderr)
         return 1

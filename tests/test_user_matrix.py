@@ -173,6 +173,27 @@ def local_index(tmp_path, monkeypatch):
     return wheels
 
 
+def test_matrix_wheels_fills_a_cells_wheelhouse_for_another_machine_leaving_out_what_its_image_holds(
+    tmp_path, local_index, monkeypatch, capsys
+):
+    # the build tools and grpo_compat's own requirements, newer than any real release (pip's own folder is read too)
+    for name in ("setuptools", "uv", "packaging", "PyYAML"):
+        wheel(local_index, name, "999.0")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    cells = cells_file(tmp_path, ENTRY + '[cells.a]\ngrpo_matrix_demo = "1.0"\n')
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("packaging==999.0\n")  # the image has it: left out
+    out = tmp_path / "wheelhouse"
+    arguments = ["wheels", "--cells-file", str(cells), "--cell", "a", "--out", str(out), "--target-freeze", str(freeze)]
+    assert matrix_main(arguments) == 0
+    names = sorted(path.name.split("-")[0].lower() for path in out.glob("*.whl"))
+    assert names == ["grpo_matrix_demo", "pyyaml", "setuptools", "uv"]
+    assert "grpo-compat matrix run --device cpu --cells a --wheelhouse wheelhouse" in capsys.readouterr().out
+    assert matrix_main([*arguments[:3], "--cell", "b", "--out", str(out)]) == 2  # an unknown cell: a usage error
+    assert matrix_main([*arguments[:-1], str(tmp_path / "no-freeze.txt")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
 def test_newest_pins_resolve_to_the_newest_release_and_to_prereleases_only_when_asked(tmp_path, local_index):
     envs = user_project(cells_file(tmp_path, ENTRY + '[cells.a]\ngrpo_matrix_demo = "newest"\n')).envs
     newest = Cell("a", {"grpo_matrix_demo": "newest"})

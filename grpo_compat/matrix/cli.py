@@ -1,4 +1,4 @@
-"""``grpo-compat matrix``: the version matrix's command line (init, run, report, workflow).
+"""``grpo-compat matrix``: the version matrix's command line (init, run, wheels, report, workflow).
 
 With ``--cells-file FILE`` it runs a user's matrix (grpo_compat.matrix.entries.user_project); without, this
 repository's own, whose checkout hands its project in (``python -m matrix.repository matrix ...`` in a checkout;
@@ -74,6 +74,33 @@ def _run(args: argparse.Namespace, project: MatrixProject) -> int:
         only=args.runs,
         junit=junit,
     )
+
+
+def _wheels(args: argparse.Namespace, project: MatrixProject) -> int:
+    from grpo_compat.matrix.envs import EnvBuildError, TargetMachine, uv_error
+
+    (cell,) = project.cells.select([args.cell], "--cell")
+    freeze = ""
+    if args.target_freeze:
+        path = Path(args.target_freeze)
+        if not path.is_file():
+            raise InputError(f"--target-freeze {path}: no such file (write it on the target with `pip freeze`)")
+        freeze = path.read_text(errors="replace")
+    out = _folder("--out", args.out, Path(args.out))
+    try:
+        if cell.newest:
+            cell = project.envs.resolve_newest(cell)
+        target = TargetMachine.from_freeze(freeze, args.target_python)
+        project.envs.fill_wheelhouse(cell, out, args.torch_version, target)
+    except EnvBuildError as error:
+        print(f"grpo-compat matrix wheels: cell {cell.name}: {uv_error(error)}", file=sys.stderr)
+        return 1
+    wheels = sorted(out.glob("*.whl"))
+    size = sum(wheel.stat().st_size for wheel in wheels) / 2**20
+    print(f"{out}: {len(wheels)} wheels, {size:.0f} MiB, for cell {cell.name}")
+    print(f"there: python3 -m pip install --no-index --find-links {out.name} uv grpo-compat  (or -e . in a checkout)")
+    print(f"       grpo-compat matrix run --device {cell.device} --cells {cell.name} --wheelhouse {out.name}")
+    return 0
 
 
 def _report(args: argparse.Namespace, project: MatrixProject | None) -> int:
@@ -164,6 +191,16 @@ def build_parser() -> ArgumentParser:
     run.add_argument("--wheelhouse", help="offline: install every package from this folder of wheels")
     run.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
     run.set_defaults(run=lambda args, repository: _run(args, _project(args, repository)))
+    wheels = actions.add_parser("wheels", help="fill a folder of wheels for a machine without network: one cell's env")
+    wheels.add_argument("--cells-file", metavar="FILE", help=cells_help)
+    wheels.add_argument("--cell", required=True, help="the cell whose env the wheels build")
+    wheels.add_argument("--out", required=True, metavar="FOLDER", help="the folder to fill (carry it to the machine)")
+    wheels.add_argument("--target-python", metavar="X.Y", help="the machine's Python, when it is not this one's")
+    wheels.add_argument(
+        "--target-freeze", metavar="FILE", help="the machine's `pip freeze`: what its image holds is left out"
+    )
+    wheels.add_argument("--torch-version", help='the torch the machine has, for torch = "preinstalled" cells')
+    wheels.set_defaults(run=lambda args, repository: _wheels(args, _project(args, repository)))
     report = actions.add_parser("report", help="rebuild summary.md and report.html from the cell JSONs")
     report.add_argument("--cells-file", metavar="FILE", help=cells_help)
     report.add_argument("--results", help="results folder")
