@@ -215,8 +215,14 @@ def _see_running_venv(env: Path) -> None:
     Path(found.stdout.strip(), "_grpo_compat_preinstalled.pth").write_text("\n".join(paths) + "\n")
 
 
-BUILD_TOOLS = ("setuptools>=68", "uv")  # a wheelhouse always carries them: the offline builds need their wheels
-_BUILD_TOOL_NAMES = ("setuptools", "uv")
+# A wheelhouse always carries them: the offline builds need their wheels. name -> version specifier.
+BUILD_TOOLS = {"setuptools": ">=68", "uv": ""}
+
+
+def _pin(line: str) -> tuple[str, str] | None:
+    """(normalised name, version) of a ``name==version`` line of uv's output or pip freeze (None for others)."""
+    name, _, version = line.split("#")[0].strip().partition("==")
+    return (normalised_name(name), version.split(";")[0].strip()) if version else None
 
 
 def _own_dependencies() -> list[str]:
@@ -237,8 +243,7 @@ class TargetMachine:
 
     @classmethod
     def from_freeze(cls, freeze: str, python: str | None = None) -> TargetMachine:
-        pins = (line.split("==", 1) for line in freeze.splitlines() if "==" in line and not line.startswith("#"))
-        return cls(python, {normalised_name(name): version.strip() for name, version in pins})
+        return cls(python, dict(pin for pin in map(_pin, freeze.splitlines()) if pin))
 
     def resolution(self, cell: Cell, out: Path) -> list[str]:
         """uv's arguments: resolve for the target's Python, preferring its image's versions where the cell allows.
@@ -255,18 +260,16 @@ class TargetMachine:
         held = {name: version for name, version in sorted(self.installed.items()) if name not in own}
         (out / "requirements.txt").write_text("".join(f"{name}=={version}\n" for name, version in held.items()))
         if cell.exclude_newer:  # the image holds them whatever the cell's date; the build tools run there today
-            undated = [*held, *_BUILD_TOOL_NAMES]
+            undated = [*held, *BUILD_TOOLS]
             arguments += [arg for name in undated for arg in ("--exclude-newer-package", f"{name}=false")]
         return arguments
 
     def leave_out_installed(self, requirements: Path) -> None:
         """Drop from the closure what the image already holds at that version (the build tools stay)."""
-        tools = set(_BUILD_TOOL_NAMES)
         kept = []
         for line in requirements.read_text().splitlines():
-            name, _, version = line.split("#")[0].strip().partition("==")
-            name = normalised_name(name)
-            if not version or name in tools or self.installed.get(name) != version.split(";")[0].strip():
+            pin = _pin(line)
+            if pin is None or pin[0] in BUILD_TOOLS or self.installed.get(pin[0]) != pin[1]:
                 kept.append(line)
         requirements.write_text("\n".join(kept) + "\n")
 
@@ -323,11 +326,7 @@ class CellEnvs:
         compile_ = [*uv_command(), "pip", "compile", "--quiet", "--python", sys.executable, "--no-header"]
         step = f"resolving the newest {', '.join(cell.newest)}"
         _run([*compile_, *_sources(cell, self._scratch()), str(wanted), "-o", str(resolved)], log, step, progress)
-        versions = {}
-        for line in resolved.read_text().splitlines():
-            name, _, version = line.split("#")[0].strip().partition("==")
-            if version:
-                versions[normalised_name(name)] = version.split(";")[0].strip()
+        versions = dict(pin for pin in map(_pin, resolved.read_text().splitlines()) if pin)
         found = {name: versions.get(normalised_name(name)) for name in cell.newest}
         missing = [name for name, version in found.items() if version is None]
         if missing:
@@ -422,7 +421,7 @@ class CellEnvs:
         log.write_text("")
         requirements = out / "requirements.in"
         # setuptools builds the editable project offline; uv itself is needed there to build the env.
-        pins = [*cell.requirements(), *BUILD_TOOLS, *_own_dependencies()]
+        pins = [*cell.requirements(), *(name + spec for name, spec in BUILD_TOOLS.items()), *_own_dependencies()]
         preinstalled_torch = preinstalled_torch or target.installed.get("torch")
         if cell.uses_preinstalled_torch:
             if not preinstalled_torch:
