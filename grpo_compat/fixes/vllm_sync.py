@@ -115,7 +115,9 @@ def check_first_sync(generation: Any) -> None:
     """Raise VLLMWeightsError when the colocated engine's weights are not the policy's after a sync."""
     if unchecked_because(generation) is not None:
         return
-    engine = generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+    from grpo_compat.fixes.vllm_cpu_prepack import model_runner
+
+    engine = model_runner(generation.llm.llm_engine).model
     differing, compared, packed_compared, _ = stale_in_engine(generation, engine)
     compared += packed_compared
     if differing:
