@@ -19,8 +19,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -207,13 +205,6 @@ def _model(architecture: str) -> Any:
     return Qwen3MoeForCausalLM(config)
 
 
-def _is_built(directory: Path, stamp: dict[str, Any]) -> bool:
-    try:
-        return json.loads((directory / MARKER).read_text()) == stamp
-    except (OSError, ValueError):
-        return False
-
-
 def build_tiny_qwen3(
     directory: str | os.PathLike[str],
     tiktoken_path: str | os.PathLike[str],
@@ -222,37 +213,31 @@ def build_tiny_qwen3(
     seed: int = 0,
 ) -> Path:
     """Build (or reuse) a tiny Qwen3 (``"qwen3"``) or Qwen3-MoE (``"qwen3-moe"``) with Qwen's vocabulary."""
-    import fcntl
-
-    import torch
-    from transformers import GenerationConfig
-
-    from grpo_compat.testing.tiny_model import seeded_init
+    from grpo_compat.testing.tiny_model import build_once
 
     if architecture not in ARCHITECTURES:
         raise ValueError(f"architecture {architecture!r}: expected one of {', '.join(ARCHITECTURES)}")
-    directory = Path(directory).resolve()
-    directory.mkdir(parents=True, exist_ok=True)
     template_digest = hashlib.sha256(chat_template.encode()).hexdigest()[:16]
     stamp = {"recipe": RECIPE_VERSION, "architecture": architecture, "seed": seed, "chat_template": template_digest}
-    with open(directory / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _is_built(directory, stamp):
-            return directory
-        staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+
+    def is_built(directory: Path) -> bool:
         try:
-            write_tokenizer(staging, Path(tiktoken_path), chat_template)
-            with torch.random.fork_rng(devices=[]):
-                model = _model(architecture).to(torch.float32)
-            seeded_init(model, seed)
-            ids = dict(bos_token_id=ENDOFTEXT, eos_token_id=IM_END, pad_token_id=ENDOFTEXT)
-            model.generation_config = GenerationConfig(**ids)
-            model.save_pretrained(str(staging))
-            (directory / MARKER).unlink(missing_ok=True)
-            for item in sorted(staging.iterdir()):
-                item.chmod(0o644)
-                os.replace(item, directory / item.name)
-            (directory / MARKER).write_text(json.dumps(stamp))
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return directory
+            return json.loads((directory / MARKER).read_text()) == stamp
+        except (OSError, ValueError):
+            return False
+
+    def write(staging: Path) -> dict[str, Any]:
+        import torch
+        from transformers import GenerationConfig
+
+        from grpo_compat.testing.tiny_model import seeded_init
+
+        write_tokenizer(staging, Path(tiktoken_path), chat_template)
+        with torch.random.fork_rng(devices=[]):
+            model = _model(architecture).to(torch.float32)
+        seeded_init(model, seed)
+        model.generation_config = GenerationConfig(bos_token_id=ENDOFTEXT, eos_token_id=IM_END, pad_token_id=ENDOFTEXT)
+        model.save_pretrained(str(staging))
+        return stamp
+
+    return build_once(directory, MARKER, is_built, write, "build_tiny_qwen3")

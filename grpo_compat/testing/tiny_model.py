@@ -9,11 +9,13 @@ generated sentences and the weights are drawn from a seeded generator.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -362,35 +364,53 @@ def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architect
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
     it on the same directory: a file lock lets one build while the others wait.
     """
-    import fcntl
-
     if architecture not in ARCHITECTURES:
         raise ValueError(f"architecture {architecture!r}: expected one of {', '.join(ARCHITECTURES)}")
+
+    def write(staging: Path) -> dict[str, Any]:
+        extra, first_id = EXTRA_SPECIAL_TOKENS.get(architecture, ((), 0))
+        ids = _write_tokenizer(staging, seed, extra, first_id)
+        _write_model(staging, seed, ids, architecture)
+        if architecture == "qwen2.5-vl":
+            _write_qwen2_5_vl_processor(staging)
+        return {"seed": seed, "recipe": RECIPE_VERSION, "vocab_size": ids["vocab_size"], "architecture": architecture}
+
+    built = functools.partial(_is_built, seed=seed, architecture=architecture)
+    return build_once(directory, MARKER, built, write, "build_tiny_qwen2")
+
+
+def build_once(
+    directory: str | os.PathLike[str],
+    marker: str,
+    is_built: Callable[[Path], bool],
+    write: Callable[[Path], dict[str, Any]],
+    builder: str,
+) -> Path:
+    """``write(staging)`` moved into ``directory`` unless ``is_built(directory)``; its return is the marker file.
+
+    Several processes (the ranks of one launch) may call it on the same directory: a file lock lets one build
+    while the others wait. The marker goes off first and back on last: a half-replaced directory never looks built.
+    """
+    import fcntl
+
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _is_built(directory, seed, architecture):
+        if is_built(directory):
             return directory
-        if (directory / "config.json").exists() and not (directory / MARKER).exists():
-            # Never overwrite a model this function did not make (or a build that crashed).
-            raise FileExistsError(f"{directory} holds a model not built by build_tiny_qwen2; remove it")
+        if (directory / "config.json").exists() and not (directory / marker).exists():
+            # Never overwrite a model this builder did not make (or a build that crashed).
+            raise FileExistsError(f"{directory} holds a model not built by {builder}; remove it")
         staging = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
         try:
-            extra, first_id = EXTRA_SPECIAL_TOKENS.get(architecture, ((), 0))
-            ids = _write_tokenizer(staging, seed, extra, first_id)
-            _write_model(staging, seed, ids, architecture)
-            if architecture == "qwen2.5-vl":
-                _write_qwen2_5_vl_processor(staging)
-            # Marker off first and back on last: a half-replaced directory never looks built.
-            (directory / MARKER).unlink(missing_ok=True)
+            stamp = write(staging)
+            (directory / marker).unlink(missing_ok=True)
             for item in sorted(staging.iterdir()):
                 item.chmod(0o644)  # transformers 5 saves weights as 0600
                 os.replace(item, directory / item.name)
-            marker = {"seed": seed, "recipe": RECIPE_VERSION, "vocab_size": ids["vocab_size"]}
-            marker["architecture"] = architecture
-            (staging / MARKER).write_text(json.dumps(marker))
-            os.replace(staging / MARKER, directory / MARKER)
+            (staging / marker).write_text(json.dumps(stamp))
+            os.replace(staging / marker, directory / marker)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return directory
