@@ -109,12 +109,13 @@ def _two_gpu_plain_launch_is_refused_by_grpo_compat() -> bool:
     from trl import GRPOConfig, GRPOTrainer
 
     try:
-        with tempfile.TemporaryDirectory() as empty, visible_gpus(2):
+        with tempfile.TemporaryDirectory() as output, visible_gpus(2):
             # One process seeing 2 GPUs: GRPOConfig reads the count only while it is built (tests/test_launch_guard.py).
-            config = GRPOConfig(output_dir=empty, num_generations=2, per_device_train_batch_size=2, bf16=False)
+            config = GRPOConfig(output_dir=output, num_generations=2, per_device_train_batch_size=2, bf16=False)
             assert config.n_gpu == 2
-            try:  # an empty model folder: upstream fails loading it, the guard refuses before
-                GRPOTrainer(model=empty, reward_funcs=lambda completions, **kw: [0.0], args=config)
+            try:  # upstream fails loading it, the guard refuses before. Not an empty temporary folder: transformers
+                # 5.0 reads a model type out of its random name ("/tmp/tmpt..." is an MPT), and trl 1.8 a TypeError
+                GRPOTrainer(model=_MISSING_MODEL, reward_funcs=lambda completions, **kw: [0.0], args=config)
             except LaunchError:
                 return True
             except (OSError, ValueError):
