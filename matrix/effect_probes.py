@@ -390,13 +390,12 @@ def _a_turn_holding_only_the_closing_think_tag_renders_its_reasoning_inside() ->
     from transformers import AutoTokenizer
     from trl import chat_template_utils
 
-    from matrix.probe_think_block import GENERATED_TURN, INSIDE
+    from matrix.probe_think_block import EARLIER, INSIDE
 
     tokenizer = AutoTokenizer.from_pretrained(_tiny_model_folder())
     tokenizer.chat_template = chat_template_utils.qwen3_chat_template  # the template GRPO with tools swaps out
-    turn = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN}]
     template = chat_template_utils.get_training_chat_template(tokenizer)
-    return INSIDE in tokenizer.apply_chat_template(turn, tokenize=False, chat_template=template)
+    return INSIDE in tokenizer.apply_chat_template(list(EARLIER), tokenize=False, chat_template=template)
 
 
 # Patches no single process can show, each with why (their reproducers prove them in the matrix).

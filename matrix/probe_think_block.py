@@ -39,6 +39,8 @@ ANSWER = "The answer is 4."
 # What the model generated after the prompt's "<think>\n": no opening tag of its own.
 GENERATED_TURN = f"{REASONING}\n</think>\n\n{ANSWER}"
 INSIDE = f"<think>\n{REASONING}\n</think>"
+# The earlier exchange: a question and that turn.
+EARLIER = ({"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN})
 
 
 def add(a: int, b: int) -> int:
@@ -55,8 +57,7 @@ def conversations(history: str, n: int = 4) -> list[list[dict[str, str]]]:
     prompts = []
     for i in range(n):
         question = {"role": "user", "content": f"What is {i} plus {i + 1}?"}
-        earlier = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN}]
-        prompts.append([*earlier, question] if history == "completion" else [question])
+        prompts.append([*EARLIER, question] if history == "completion" else [question])
     return prompts
 
 
@@ -81,7 +82,6 @@ def sft_probe(args: argparse.Namespace, output_dir: str, result: dict, model_dir
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     tokenizer.chat_template = installed_template(template)
-    conversation = [{"role": "user", "content": "What is 2 plus 2?"}, {"role": "assistant", "content": GENERATED_TURN}]
     config = SFTConfig(
         output_dir=output_dir,
         assistant_only_loss=True,
@@ -96,7 +96,7 @@ def sft_probe(args: argparse.Namespace, output_dir: str, result: dict, model_dir
         disable_tqdm=True,
         **args.config_overrides,
     )
-    data = Dataset.from_dict({"messages": [conversation] * 4})
+    data = Dataset.from_dict({"messages": [list(EARLIER)] * 4})
     trainer = SFTTrainer(model=str(model_dir), args=config, train_dataset=data, processing_class=tokenizer)
     row = trainer.train_dataset[0]
     # trl 1.8 marks the untrained tokens' labels -100; trl 1.5-1.7 keep a 0/1 assistant mask

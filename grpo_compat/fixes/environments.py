@@ -224,9 +224,10 @@ def routable(dataset: Any, environment_factory: Any) -> Any:
     columns = column_names(dataset)
     if not isinstance(environment_factory, dict) or columns is None or ENVIRONMENT_COLUMN not in columns:
         return dataset
-    names = dataset[ENVIRONMENT_COLUMN]
-    if all(name in environment_factory for name in names[:DRY_RUN_ROWS]):
+    first = [dataset[i][ENVIRONMENT_COLUMN] for i in range(min(DRY_RUN_ROWS, len(dataset)))]
+    if all(name in environment_factory for name in first):  # the usual case: the whole column is not read
         return dataset
+    names = dataset[ENVIRONMENT_COLUMN]
     return [dataset[i] for i, name in enumerate(names) if name in environment_factory][:DRY_RUN_ROWS]
 
 
