@@ -1,8 +1,10 @@
-"""After ``apply()``: an uncaught exception that is a known failure gets its explanation under the traceback.
+"""After ``apply()``: the ``sys.excepthook`` of an uncaught exception, under any launcher.
 
-The previous ``sys.excepthook`` prints the traceback first, unchanged; then, on rank 0 only, the
-catalogue's explanation follows (what happened, why, what to change). ``GRPO_COMPAT_EXPLAIN=0`` turns
-it off. Nothing is imported until a crash: the catalogue loads only when there is something to explain.
+A grpo_compat refusal is printed without grpo_compat's frames (``core/tracebacks.py``: the user's and
+upstream's stay; ``GRPO_COMPAT_TRACEBACK=full`` keeps all). The previous ``sys.excepthook`` prints the
+traceback; then, when the exception is a known failure, on rank 0 only, the catalogue's explanation follows
+(what happened, why, what to change; ``GRPO_COMPAT_EXPLAIN=0`` turns that off). Nothing is imported until a
+crash: the catalogue loads only when there is something to explain.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ EXPLAIN_ENV = "GRPO_COMPAT_EXPLAIN"
 _previous_hook = None
 
 
+def _explanation_wanted() -> bool:
+    return os.environ.get(EXPLAIN_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 def install() -> None:
     global _previous_hook
-    if os.environ.get(EXPLAIN_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
-        return
     if sys.excepthook is not _explain_after_traceback:
         _previous_hook = sys.excepthook
         sys.excepthook = _explain_after_traceback
@@ -32,8 +36,17 @@ def uninstall() -> None:
 
 
 def _explain_after_traceback(exc_type, exc, tb) -> None:
+    if exc is not None:
+        try:
+            from grpo_compat.core.tracebacks import trim_refusals
+
+            exc.__traceback__ = tb
+            trim_refusals(exc)
+            tb = exc.__traceback__
+        except Exception:  # noqa: BLE001 - printing the crash comes first, trimmed or not
+            pass
     (_previous_hook or sys.__excepthook__)(exc_type, exc, tb)
-    if not issubclass(exc_type, Exception):  # KeyboardInterrupt, SystemExit: nothing to explain
+    if not issubclass(exc_type, Exception) or not _explanation_wanted():  # KeyboardInterrupt, SystemExit: nothing
         return
     try:
         from grpo_compat.core.logs import is_main_process

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -175,3 +176,16 @@ def make_patch(module: str, *qualnames: str, patch_id: str = "test.add-one", **o
     """A patch adding 1 to what each target returns."""
     targets = tuple(Target.parse(f"{module}:{q}", add_one) for q in qualnames)
     return Patch(patch_id, options.pop("requires", ("packaging>=20",)), targets, **options)
+
+
+TRACEBACK_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in ', re.MULTILINE)
+
+
+def grpo_compat_frames(stderr: str) -> list[str]:
+    """The traceback frames in ``stderr`` of grpo_compat's package or its patches (a checkout's ``patches/``, a
+    wheel's ``grpo_compat/patches``): a refusal shows none (grpo_compat/core/tracebacks.py)."""
+    return [
+        path
+        for path in TRACEBACK_FRAME.findall(stderr)
+        if "/grpo_compat/" in path or path.startswith(str(REPO / "patches"))
+    ]

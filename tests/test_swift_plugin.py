@@ -52,7 +52,7 @@ def swift_env(python: str) -> dict[str, str]:
 
 
 def write_prompts(path: Path) -> Path:
-    """A `swift rlhf --dataset` file: one user turn per line, as the README describes it."""
+    """A `swift rlhf --dataset` file: one user turn per line, as docs/swift.md describes it."""
     rows = [{"messages": [{"role": "user", "content": f"What is {i} plus {i}?"}]} for i in range(8)]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
@@ -270,11 +270,11 @@ print(sorted(name for name in before if name in after and torch.equal(before[nam
     assert unchanged.stdout.strip() == "[]"
 
 
-# -- the README's command line, as written ----------------------------------------------------------
+# -- the documented command line (docs/swift.md), as written ------------------------------------------
 
 
-def readme_block(language: str, must_contain: str) -> str:
-    blocks = re.findall(rf"```{language}\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+def documented_block(language: str, must_contain: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", (REPO / "docs" / "swift.md").read_text(), re.S)
     (block,) = [b for b in blocks if must_contain in b]
     return block
 
@@ -282,8 +282,8 @@ def readme_block(language: str, must_contain: str) -> str:
 @pytest.mark.slow
 @pytest.mark.cells("swift-4.6")
 def test_readme_command_line_trains_with_the_plugin_and_the_users_reward(python, model_dir, tmp_path):
-    command = readme_block("bash", "--reward_funcs my_length")  # the full example, not the quick start line
-    rewards = readme_block("python", "# my_rewards.py")
+    command = documented_block("bash", "--reward_funcs my_length")  # the full example, not the quick start line
+    rewards = documented_block("python", "# my_rewards.py")
     (tmp_path / "my_rewards.py").write_text(rewards)
     dataset = re.search(r"--dataset (\S+)", command).group(1)
     write_prompts(tmp_path / dataset)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.core.report import ONE_LINE_MARK
-from tests.helpers import REPO, TEARDOWN_ABORT
+from tests.helpers import REPO, TEARDOWN_ABORT, grpo_compat_frames
 
 BIN = Path(sys.executable).parent
 USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
@@ -232,6 +232,7 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
     assert (
         refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions per prompt" in refused.stderr
     )
+    assert not grpo_compat_frames(refused.stderr), refused.stderr[-6000:]  # the user's frames and upstream's only
     assert "Loading checkpoint" not in refused.stderr and not (tmp_path / "c.json").exists()
 
 
@@ -267,6 +268,7 @@ def test_trl_grpo_config_trains_patched_and_an_impossible_config_is_refused(tiny
     (tmp_path / "grpo.yaml").write_text(json.dumps({**config, "num_generations": 1}))
     refused = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
     assert refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions" in refused.stderr
+    assert not grpo_compat_frames(refused.stderr) and 'grpo.py", line' in refused.stderr  # trl's frames, not ours
 
 
 @pytest.mark.slow

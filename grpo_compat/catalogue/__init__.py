@@ -141,17 +141,23 @@ def to_markdown(failures: list[Failure]) -> str:
             f"| {', '.join(failure.patches) or '-'} |"
         )
     for failure in failures:
-        lines += ["", f"## {failure.id}", "", f"**{failure.title}**", ""]
-        lines += [f"- Cause: {failure.cause}", f"- Fix: {failure.fix}", f"- Reproduced: {failure.reproduced}"]
-        if failure.patterns:
-            lines.append("- Identified by: " + "; ".join(f"`{pattern}`" for pattern in failure.patterns))
-        if failure.hints:
-            lines.append("- Possibly, on its versions: " + "; ".join(f"`{hint}`" for hint in failure.hints))
-        if failure.references:
-            lines.append(f"- Upstream: {', '.join(failure.references)}")
-        if failure.census:
-            lines.append(f"- Census rows: {', '.join(map(str, failure.census))}")
+        lines += ["", *record_markdown(failure)]
     return "\n".join(lines) + "\n"
+
+
+def record_markdown(failure: Failure) -> list[str]:
+    """One record's section of docs/failures.md, also what `grpo-compat doctor --failure ID` prints."""
+    lines = [f"## {failure.id}", "", f"**{failure.title}**", ""]
+    lines += [f"- Cause: {failure.cause}", f"- Fix: {failure.fix}", f"- Reproduced: {failure.reproduced}"]
+    if failure.patterns:
+        lines.append("- Identified by: " + "; ".join(f"`{pattern}`" for pattern in failure.patterns))
+    if failure.hints:
+        lines.append("- Possibly, on its versions: " + "; ".join(f"`{hint}`" for hint in failure.hints))
+    if failure.references:
+        lines.append(f"- Upstream: {', '.join(failure.references)}")
+    if failure.census:
+        lines.append(f"- Census rows: {', '.join(map(str, failure.census))}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

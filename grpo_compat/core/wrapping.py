@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from grpo_compat.core.errors import GRPOCompatError
 from grpo_compat.core.registry import Target
+from grpo_compat.core.tracebacks import is_refusal, without_own_frames
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,7 +110,15 @@ def wrap(
 
     @functools.wraps(function)
     def patched(*args: Any, **kwargs: Any) -> Any:
-        return wrapper(function, *args, **kwargs)
+        __tracebackhide__ = True  # pytest and IPython hide this frame
+        try:
+            return wrapper(function, *args, **kwargs)
+        except GRPOCompatError as refusal:
+            if not is_refusal(refusal):
+                raise
+            # The user reads the message, not the engine: re-raised without grpo_compat's frames (core/tracebacks.py;
+            # the excepthook apply() installs drops this frame too). GRPO_COMPAT_TRACEBACK=full keeps them.
+            raise refusal.with_traceback(without_own_frames(refusal.__traceback__))  # noqa: B904 - the same error
 
     setattr(patched, PATCH_ID_ATTRIBUTE, patch_id)
     new = type(raw)(patched) if isinstance(raw, staticmethod | classmethod) else patched

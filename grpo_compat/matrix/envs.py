@@ -123,46 +123,74 @@ Progress = Callable[[str], None]
 HEARTBEAT_S = 30  # how often a long install step says it is still running
 
 
-def _run(command: list[str], log: Path, step: str = "", progress: Progress | None = None) -> None:
-    """Run one build step, its output into ``log``; ``progress`` hears the step, a heartbeat and its time."""
+def wait_with_heartbeat(
+    child: subprocess.Popen, timeout: float | None, heartbeat: Progress | None
+) -> tuple[str | None, bool]:
+    """``child.communicate()``, telling ``heartbeat`` every HEARTBEAT_S that it still runs and for how long (every
+    step of the matrix that can pass 30 s goes through here); returns (its piped output, whether ``timeout`` passed).
+    A timed-out child is left running: the caller ends it as it must (its process group, say)."""
+    started = time.monotonic()
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - started)
+        if left is not None and left <= 0:
+            return None, True
+        try:
+            return child.communicate(timeout=HEARTBEAT_S if left is None else min(HEARTBEAT_S, left))[0], False
+        except subprocess.TimeoutExpired:  # communicate() again loses no output (subprocess's documentation)
+            if heartbeat and (left is None or left > HEARTBEAT_S):
+                heartbeat(f"still running after {time.monotonic() - started:.0f} s")
+
+
+def _run(
+    command: list[str],
+    log: Path,
+    step: str = "",
+    progress: Progress | None = None,
+    environment: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> int:
+    """Run one build step, its output into ``log``; ``progress`` hears the step, a heartbeat every HEARTBEAT_S and
+    its time. A failure raises EnvBuildError with the log's tail; past ``timeout`` the step is ended (exit -1)."""
     started = time.monotonic()
     if progress and step:
         progress(f"{step} ...")
     with log.open("a") as out:
         out.write("$ " + " ".join(command) + "\n")
         out.flush()
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-        while True:
-            try:
-                returncode = child.wait(timeout=HEARTBEAT_S)
-                break
-            except subprocess.TimeoutExpired:
-                if progress and step:
-                    progress(f"{step}: still running after {time.monotonic() - started:.0f} s (log: {log})")
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True, env=environment)
+        heartbeat = (lambda message: progress(f"{step}: {message} (log: {log})")) if progress and step else None
+        if wait_with_heartbeat(child, timeout, heartbeat)[1]:
+            child.kill()
+            child.wait()
+            out.write(f"timed out after {timeout:.0f} s\n")
+            return -1
+        returncode = child.returncode
     if progress and step and returncode == 0:
         progress(f"{step}: done in {time.monotonic() - started:.0f} s")
     if returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
         raise EnvBuildError(f"{' '.join(command[:4])} ... failed (exit {returncode}):\n{tail}")
+    return returncode
+
+
+WARM_UP_TIMEOUT_S = 900
 
 
 def _warm_up(python: Path, env: Path, log: Path, progress: Progress | None = None) -> None:
-    """Write the bytecode of the modules runs import (never fails the build: see WARM_UP_MODULES)."""
-    started = time.monotonic()
-    if progress:
-        progress("writing the bytecode runs read (one import of what they import) ...")
+    """Write the bytecode of the modules runs import (never fails the build: see WARM_UP_MODULES); minutes on 2
+    cores, so it shows the heartbeat of every long step."""
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     environment.update(HF_HUB_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
     with log.open("a") as out:
-        out.write("$ warm-up import of " + ", ".join(WARM_UP_MODULES) + "\n")
-        out.flush()
-        try:
-            command = [str(python), "-c", _WARM_UP]
-            subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=environment, timeout=900)
-        except subprocess.TimeoutExpired:
-            out.write("warm-up import timed out: the runs compile what it missed\n")
-    if progress:
-        progress(f"writing the bytecode: done in {time.monotonic() - started:.0f} s")
+        out.write("# warm-up import of " + ", ".join(WARM_UP_MODULES) + "\n")
+    step = "writing the bytecode runs read (one import of what they import)"
+    try:
+        if _run([str(python), "-c", _WARM_UP], log, step, progress, environment, WARM_UP_TIMEOUT_S) != 0:
+            with log.open("a") as out:
+                out.write("warm-up import timed out: the runs compile what it missed\n")
+    except EnvBuildError:  # a crash of an import the cell is about: the runs will show it, not the build
+        if progress:
+            progress(f"{step}: the import failed (log: {log}); the runs compile what it missed")
 
 
 def _listing(scratch: Path, cell: Cell, setting: str) -> str:

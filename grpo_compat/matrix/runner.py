@@ -13,6 +13,7 @@ such; the other cells go on.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_compat.matrix.cells import Cell, line_of
-from grpo_compat.matrix.envs import EnvBuildError, uv_error
+from grpo_compat.matrix.envs import EnvBuildError, Progress, uv_error, wait_with_heartbeat
 from grpo_compat.matrix.project import MatrixProject
 from grpo_compat.matrix.report import write_reports
 from grpo_compat.testing.smoke import free_port
@@ -104,6 +105,10 @@ def _record(run: Any, status: str, outcome: str, **fields: object) -> dict:
     return {**record, **fields}
 
 
+def _said_of(name: str, message: str) -> None:
+    progress(f"{name}: {message}")
+
+
 def execute(
     run: Any,
     python: Path,
@@ -112,9 +117,10 @@ def execute(
     project: MatrixProject,
     plain: dict | None,
     threads: int | None = None,
+    heartbeat: Progress | None = None,
 ) -> tuple[dict, dict]:
     """Run one run of the project's plan: (its record for the cell's JSON, the result it wrote or {});
-    ``threads``: its OpenMP threads (threads_per_run)."""
+    ``threads``: its OpenMP threads (threads_per_run); ``heartbeat`` hears every 30 s that it still runs."""
     if run.skip:
         return _record(run, "skipped", run.skip), {}
     output = folder / f"{run.slug}.json"
@@ -131,13 +137,10 @@ def execute(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    try:
-        log, _ = process.communicate(timeout=run.timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
+    log, timed_out = wait_with_heartbeat(process, run.timeout_s, heartbeat)
+    if timed_out:
         os.killpg(process.pid, signal.SIGKILL)  # the launcher's worker processes too
         log, _ = process.communicate()
-        timed_out = True
     (folder / f"{run.slug}.log").write_text(log or "")
     result = json.loads(output.read_text()) if output.exists() else None
     if timed_out:
@@ -272,8 +275,12 @@ def run_cell(
             for run in unit:
                 index = position[id(run)]
                 with slots:
-                    progress(f"{cell.name} ({index}/{len(runs)}) {run.name} ...")
-                    outcome, result = execute(run, python, cell, folder, project, plain, threads_per_run(jobs))
+                    name = f"{cell.name} ({index}/{len(runs)}) {run.name}"
+                    progress(f"{name} ...")
+                    heartbeat = functools.partial(_said_of, name)
+                    outcome, result = execute(
+                        run, python, cell, folder, project, plain, threads_per_run(jobs), heartbeat
+                    )
                 if run.mode == "plain":
                     # What the patched run is compared with; a reproducer's plain run fails on purpose, mid-run.
                     plain = result if run.expect_error is None else None

@@ -20,7 +20,11 @@ if TYPE_CHECKING:
 def _doctor(args: argparse.Namespace) -> int:
     import json
 
-    from grpo_compat.tools.doctor import diagnose, format_diagnosis
+    from grpo_compat.tools.doctor import diagnose, failure_text, format_diagnosis
+
+    if args.failure:
+        print(failure_text(args.failure))
+        return 0
 
     diagnosis = diagnose()
     if args.config:  # a config written for an older trl: what the upgrade changed (grpo_compat.settings.upgrade)
@@ -212,6 +216,7 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--all", action="store_true", help="also the patches that do not apply here and the packages not installed"
     )
+    doctor.add_argument("--failure", metavar="ID", help="one known failure in full: cause, fix, versions, upstream")
     doctor.add_argument(
         "--config",
         metavar="FILE",

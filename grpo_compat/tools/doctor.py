@@ -214,7 +214,7 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
     if diagnosis["known_failures"]:
-        lines.append("Known failures of these versions (docs/failures.md):")
+        lines.append(f"Known failures of these versions (each in full: {FAILURE_COMMAND} ID):")
     for failure in diagnosis["known_failures"]:
         patches = ", ".join(failure["patches"])
         handled = f"{failure['handling']} by {patches}" if patches else "explained only"
@@ -232,6 +232,27 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
             "installed (grpo-compat doctor --all)"
         )
     return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)
+
+
+FAILURE_COMMAND = "grpo-compat doctor --failure"
+
+
+def failure_text(failure_id: str) -> str:
+    """A catalogue record in full, from the catalogue that ships in the package (no checkout, no network)."""
+    import difflib
+
+    from grpo_compat.catalogue import load_failures, record_markdown
+    from grpo_compat.tools.errors import InputError
+
+    failures = {failure.id: failure for failure in load_failures()}
+    if failure_id not in failures:
+        close = difflib.get_close_matches(failure_id, failures, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"{len(failures)} records: grpo-compat doctor --all"
+        raise InputError(f"no failure record {failure_id!r}; {hint}")
+    failure = failures[failure_id]
+    handled = f"{failure.handling} by {', '.join(failure.patches)}" if failure.patches else failure.handling
+    versions = " or ".join(" + ".join(windows) for windows in failure.affects) or "all"
+    return "\n".join([*record_markdown(failure), f"- Versions: {versions}", f"- Handling: {handled}"])
 
 
 # A patch the plan shows as pending is applied as soon as its module is imported.

@@ -1,6 +1,6 @@
 """A user's GRPO training script that never imports grpo_compat (unless --apply): `grpo-compat run` tests.
 
-    python train_grpo.py --model DIR --output result.json [--num-generations N] [--apply]
+    python train_grpo.py --model DIR --output result.json [--num-generations N] [--apply] [--short-reward]
 
 Writes, from the main process: the sha256 of the trained weights and whether grpo_compat was applied; from
 every process, OUTPUT.rankN: whether it was applied in that process.
@@ -17,6 +17,7 @@ parser.add_argument("--output", required=True)
 parser.add_argument("--num-generations", type=int, default=2)
 parser.add_argument("--deepspeed")
 parser.add_argument("--apply", action="store_true", help="grpo_compat.apply() in the script, the documented way")
+parser.add_argument("--short-reward", action="store_true", help="a reward function returning one reward per batch")
 args = parser.parse_args()
 if args.apply:
     import grpo_compat
@@ -30,6 +31,10 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 def length_reward(completions, **kwargs):
     return [float(len(completion)) for completion in completions]
+
+
+def short_reward(completions, **kwargs):
+    return [1.0]  # one reward for the whole batch: every completion needs its own
 
 
 config = GRPOConfig(
@@ -50,7 +55,8 @@ config = GRPOConfig(
     deepspeed=args.deepspeed,
 )
 prompts = Dataset.from_dict({"prompt": [f"count {n} {n + 1}" for n in range(8)]})
-trainer = GRPOTrainer(model=args.model, reward_funcs=length_reward, args=config, train_dataset=prompts)
+reward = short_reward if args.short_reward else length_reward
+trainer = GRPOTrainer(model=args.model, reward_funcs=reward, args=config, train_dataset=prompts)
 trainer.train()
 grpo_compat = sys.modules.get("grpo_compat")
 applied = bool(grpo_compat and grpo_compat.report().active)
