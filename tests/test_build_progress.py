@@ -45,3 +45,10 @@ def test_a_run_hears_the_heartbeat_and_keeps_its_whole_output(monkeypatch):
     output, timed_out = envs.wait_with_heartbeat(child, 60, said.append)
     assert not timed_out and output.split() == ["0", "1", "2", "3"]
     assert said and all(message.startswith("still running after ") for message in said)
+
+
+def test_the_install_step_names_each_package_once():
+    from grpo_compat.matrix.cells import ALWAYS
+
+    pins = ["trl==1.16.0", "datasets==5.2.0", *ALWAYS]  # a cell that pins datasets, which every cell installs
+    assert envs.shown_requirements(pins) == "trl==1.16.0, datasets==5.2.0, tokenizers"

@@ -63,3 +63,13 @@ def test_head64_variant_has_64_wide_heads_and_leaves_the_default_model_alone(bui
 def test_an_unknown_architecture_is_refused_with_the_choices(tmp_path):
     with pytest.raises(ValueError, match="qwen2, qwen2-head64, qwen2-untied, gemma3"):
         build_tiny_qwen2(tmp_path / "x", architecture="llama")
+
+
+def test_build_tiny_qwen2s_docstring_names_the_default_its_signature_has():
+    import inspect
+
+    from grpo_compat.testing.tiny_model import ARCHITECTURES, build_tiny_qwen2
+
+    default = inspect.signature(build_tiny_qwen2).parameters["architecture"].default
+    assert f'"{default}" (the default' in build_tiny_qwen2.__doc__
+    assert all(f'"{name}"' in build_tiny_qwen2.__doc__ for name in ARCHITECTURES)

@@ -193,6 +193,14 @@ def _warm_up(python: Path, env: Path, log: Path, progress: Progress | None = Non
             progress(f"{step}: the import failed (log: {log}); the runs compile what it missed")
 
 
+def shown_requirements(requirements: list[str]) -> str:
+    """The install step's line: a bare name is left out where a pin of the same package already says more
+    ("datasets==5.2.0, tokenizers", not "datasets==5.2.0, datasets, tokenizers": the cells' ALWAYS list)."""
+    constraint = re.compile(r"[<>=!~@ ;\[]")
+    said = {normalised_name(constraint.split(r, 1)[0]) for r in requirements if constraint.search(r)}
+    return ", ".join(r for r in requirements if constraint.search(r) or normalised_name(r) not in said)
+
+
 def _listing(scratch: Path, cell: Cell, setting: str) -> str:
     """The path of a requirements file holding the cell's ``overrides`` or ``excludes``, for uv."""
     path = scratch / f"{cell.name}-{cell.fingerprint()}.{setting}.txt"
@@ -401,7 +409,7 @@ class CellEnvs:
             if wheelhouse is None:
                 sources = _sources(cell, self._scratch())
                 pins = cell.requirements()
-                _run([*install, *sources, *pins], log, f"installing {', '.join(pins)}", progress)
+                _run([*install, *sources, *pins], log, f"installing {shown_requirements(pins)}", progress)
             else:
                 # The wheelhouse's requirements.txt is the whole resolved closure (less a preinstalled torch).
                 sources = ["--offline", "--no-index", "--find-links", str(wheelhouse)]

@@ -355,11 +355,12 @@ def _write_model(out: Path, seed: int, ids: dict[str, int], architecture: str = 
 def build_tiny_qwen2(directory: str | os.PathLike[str], seed: int = 0, architecture: str = "qwen2") -> Path:
     """Build (or reuse) a tiny Qwen2 model + tokenizer in ``directory``.
 
-    ``architecture``: "qwen2" (hidden 64, 4 heads of 16), "qwen2-head64" (hidden 128, 2 heads of 64, 1 key-value
-    head: vLLM's CPU attention), "gemma3" (a tiny Gemma-3), "qwen3-moe" (a tiny Qwen3 mixture of experts),
-    "qwen2.5-vl" (a tiny Qwen2.5-VL with its image processor: write_tiny_images makes images for it),
-    "qwen2-tool-caller" (the default, fitted to answer every chat turn with one tool call: tool_caller.py); the
-    tokenizer and token ids are the same for all (qwen2.5-vl appends its 5 vision tokens at Qwen's ids, 151652-151656).
+    ``architecture``: "qwen2" (the default: hidden 64, 4 heads of 16), "qwen2-head64" (hidden 128, 2 heads of
+    64, 1 key-value head: vLLM's CPU attention), "qwen2-untied" (hidden 256, an lm_head of its own, not tied to
+    the embeddings), "gemma3" (a tiny Gemma-3), "qwen3-moe" (a tiny Qwen3 mixture of experts), "qwen2.5-vl" (a tiny
+    Qwen2.5-VL with its image processor: write_tiny_images makes images for it), "qwen2-tool-caller" (fitted to
+    answer every chat turn with one tool call: tool_caller.py); the tokenizer and token ids are the same for all
+    (qwen2.5-vl appends its 5 vision tokens at Qwen's ids, 151652-151656).
 
     Deterministic in ``seed``. Several processes (the ranks of one launch) may call
     it on the same directory: a file lock lets one build while the others wait.

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from grpo_compat.tools.arguments import ArgumentParser
 
 
+# What `check` does not judge, said where it says ok (a bf16 config passes on a CPU-only machine; trl refuses it there).
+NOT_THE_MACHINE = "the settings only: this machine's bf16 and GPU support are not checked"
+
+
 def _doctor(args: argparse.Namespace) -> int:
     import json
 
@@ -118,7 +122,7 @@ def _check(args: argparse.Namespace) -> int:
         )
     else:
         print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
-        print(describe(findings) if findings else "ok: these settings can train")
+        print(describe(findings) if findings else f"ok: these settings can train ({NOT_THE_MACHINE})")
         if changed:
             print("\n" + changed["table"])
     return 1 if errors else 0
