@@ -1,0 +1,94 @@
+"""The README's install lines, as written, install grpo_compat in a fresh env where no package index holds
+grpo-compat, and `grpo_compat.apply()` runs: the clone form (`pip install .`) and a release's wheel. The commands
+are read from the README's marked blocks, never retyped here. The URL form cannot be fetched on these machines:
+its one substitution, made for the clone form too, is the repository's address for a local copy of this checkout."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, build_wheel
+
+REPOSITORY_URL = "https://github.com/grpo-compat/grpo-compat"
+APPLY = "import grpo_compat; grpo_compat.apply(); print(grpo_compat.__file__)"
+
+
+def install_block(form: str) -> list[str]:
+    """The command lines of the README's block marked ``<!-- install: FORM -->``, comments dropped."""
+    block = re.search(rf"<!-- install: {form} -->\n```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert block, f"README.md has no block marked <!-- install: {form} -->"
+    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def fresh_env(tmp_path: Path) -> dict[str, str]:
+    """A new venv with pip (as a user has), first on PATH; no grpo_compat on PYTHONPATH."""
+    venv = tmp_path / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**environment, "PATH": f"{venv / 'bin'}{os.pathsep}{environment['PATH']}", "VIRTUAL_ENV": str(venv)}
+
+
+def run_lines(lines: list[str], cwd: Path, env: dict[str, str]) -> None:
+    """The lines in one bash, as a user pastes them (a `cd` carries over), stopping at the first failure."""
+    done = subprocess.run(
+        ["bash", "-euc", "\n".join(lines)], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def assert_installed_and_applies(env: dict[str, str], cwd: Path) -> None:
+    applied = subprocess.run(["python", "-c", APPLY], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert applied.returncode == 0, applied.stderr[-3000:]
+    assert applied.stdout.strip().startswith(env["VIRTUAL_ENV"])  # the installed copy, not a source folder
+    # doctor's pointer for a known failure works from the installed files alone (the catalogue ships)
+    shown = subprocess.run(
+        ["grpo-compat", "doctor", "--failure", "reward-function-contract"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 0 and "## reward-function-contract" in shown.stdout, shown.stderr[-3000:]
+
+
+@pytest.mark.slow  # pip builds and installs grpo-compat in a new venv
+def test_the_readmes_clone_form_installs_grpo_compat_and_apply_runs(tmp_path):
+    lines = install_block("clone")
+    assert any(REPOSITORY_URL in line for line in lines) and "pip install ." in lines
+    # A local copy of the repository under the address's own name, so `cd grpo-compat` finds the clone
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    cloned = subprocess.run(
+        ["git", "clone", "--quiet", "--bare", str(REPO), str(origin / "grpo-compat")], capture_output=True, text=True
+    )
+    assert cloned.returncode == 0, cloned.stderr
+    lines = [line.replace(REPOSITORY_URL, str(origin / "grpo-compat")) for line in lines]
+    (tmp_path / "work").mkdir()
+    env = fresh_env(tmp_path)
+    run_lines(lines, tmp_path / "work", env)
+    assert_installed_and_applies(env, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_readmes_wheel_form_installs_the_release_wheel_and_apply_runs(tmp_path):
+    (line,) = install_block("wheel")
+    wheel = build_wheel(tmp_path / "release")  # what a release attaches
+    assert wheel.name in line, f"README.md names another wheel than this version's {wheel.name}: {line}"
+    env = fresh_env(tmp_path)
+    run_lines([line], wheel.parent, env)
+    assert_installed_and_applies(env, tmp_path)
+
+
+def test_the_readmes_url_form_names_this_versions_tag():
+    from grpo_compat import __version__
+
+    (line,) = install_block("url")
+    assert line == f'pip install "git+{REPOSITORY_URL}@v{__version__}"'
