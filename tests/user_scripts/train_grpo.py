@@ -1,6 +1,7 @@
 """A user's GRPO training script that never imports grpo_compat (unless --apply): `grpo-compat run` tests.
 
     python train_grpo.py --model DIR --output result.json [--num-generations N] [--apply] [--short-reward]
+        [--learning-rate LR]
 
 Writes, from the main process: the sha256 of the trained weights and whether grpo_compat was applied; from
 every process, OUTPUT.rankN: whether it was applied in that process.
@@ -17,6 +18,7 @@ parser.add_argument("--output", required=True)
 parser.add_argument("--num-generations", type=int, default=2)
 parser.add_argument("--deepspeed")
 parser.add_argument("--apply", action="store_true", help="grpo_compat.apply() in the script, the documented way")
+parser.add_argument("--learning-rate", type=float, default=1e-4)
 parser.add_argument("--short-reward", action="store_true", help="a reward function returning one reward per batch")
 args = parser.parse_args()
 if args.apply:
@@ -44,7 +46,7 @@ config = GRPOConfig(
     per_device_train_batch_size=2,
     num_generations=args.num_generations,
     max_completion_length=8,
-    learning_rate=1e-4,
+    learning_rate=args.learning_rate,
     beta=0.04,
     bf16=False,
     use_cpu=True,
