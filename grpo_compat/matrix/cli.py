@@ -78,6 +78,7 @@ def _run(args: argparse.Namespace, project: MatrixProject) -> int:
 
 def _wheels(args: argparse.Namespace, project: MatrixProject) -> int:
     from grpo_compat.matrix.envs import EnvBuildError, TargetMachine, uv_error
+    from grpo_compat.matrix.runner import progress
 
     (cell,) = project.cells.select([args.cell], "--cell")
     freeze = ""
@@ -89,9 +90,9 @@ def _wheels(args: argparse.Namespace, project: MatrixProject) -> int:
     out = _folder("--out", args.out, Path(args.out))
     try:
         if cell.newest:
-            cell = project.envs.resolve_newest(cell)
+            cell = project.envs.resolve_newest(cell, progress)
         target = TargetMachine.from_freeze(freeze, args.target_python)
-        project.envs.fill_wheelhouse(cell, out, args.torch_version, target)
+        project.envs.fill_wheelhouse(cell, out, args.torch_version, target, progress)
     except EnvBuildError as error:
         print(f"grpo-compat matrix wheels: cell {cell.name}: {uv_error(error)}", file=sys.stderr)
         return 1

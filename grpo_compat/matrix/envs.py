@@ -442,7 +442,12 @@ class CellEnvs:
         (env / SOURCE_STAMP).write_text(stamp)
 
     def fill_wheelhouse(
-        self, cell: Cell, out: Path, preinstalled_torch: str | None = None, target: TargetMachine | None = None
+        self,
+        cell: Cell,
+        out: Path,
+        preinstalled_torch: str | None = None,
+        target: TargetMachine | None = None,
+        progress: Progress | None = None,
     ) -> Path:
         """Download every wheel the cell's env needs into ``out``, for an offline machine.
 
@@ -479,8 +484,10 @@ class CellEnvs:
                 str(out / "requirements.txt"),
             ],
             log,
+            f"resolving the wheels of cell {cell.name}",
+            progress,
         )
         target.leave_out_installed(out / "requirements.txt")
         fetch = [*pip_command(), *target.fetch(), str(out), "--quiet", "--no-deps"]
-        _run([*fetch, "-r", str(out / "requirements.txt")], log)
+        _run([*fetch, "-r", str(out / "requirements.txt")], log, f"downloading them into {out}", progress)
         return out
