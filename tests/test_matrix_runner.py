@@ -76,6 +76,18 @@ def test_a_run_that_hangs_is_stopped_and_reported_as_a_timeout(fake_script, tmp_
     assert outcome["wall_time_s"] < 30
 
 
+def test_a_long_run_says_every_heartbeat_that_it_still_runs_and_keeps_its_log(fake_script, tmp_path, monkeypatch):
+    from grpo_compat.matrix import envs
+
+    monkeypatch.setattr(envs, "HEARTBEAT_S", 0.3)
+    fake_script("import time\nprint('started', flush=True)\ntime.sleep(1.5)\nraise SystemExit(2)\n")
+    said: list[str] = []
+    run = Run("single", "plain", "fake")
+    outcome = runner.execute(run, Path(sys.executable), CELL, tmp_path, PROJECT, None, None, said.append)[0]
+    assert said and all(message.startswith("still running after ") for message in said)
+    assert outcome["status"] == "fail" and "started" in (tmp_path / f"{run.slug}.log").read_text()
+
+
 @pytest.mark.slow
 def alive(pid: int) -> bool:
     """``pid`` runs: neither gone nor dead and waiting to be reaped."""
