@@ -9,7 +9,10 @@ import sys
 import pytest
 
 
-def check(*args: str) -> subprocess.CompletedProcess:
+def check(*args: str, this_machine: bool = False) -> subprocess.CompletedProcess:
+    """The command in a fresh process; the checks of the machine it runs on (a GPU for bf16, vLLM installed) only
+    with ``this_machine``: the batch rules these tests prove answer alike on a CPU and a GPU machine."""
+    args = args if this_machine else ("--other-machine", *args)
     code = (
         "import sys; from grpo_compat.tools.cli import main; rc = main(sys.argv[1:]); "
         "print('TORCH_LOADED' if 'torch' in sys.modules else ''); sys.exit(rc)"

@@ -42,7 +42,7 @@ def test_committed_workflow_is_current() -> None:
 def test_every_cell_runs_in_its_job() -> None:
     cells = cells_file().cells
     text = render()
-    cpu = [name for name, cell in cells.items() if cell.device == "cpu"]
+    cpu = [name for name, cell in cells.items() if cell.device == "cpu" and not cell.newest]
     gpu = [name for name, cell in cells.items() if cell.device == "cuda"]
     assert cpu and gpu
     cpu_job, gpu_job = job_block(text, "cpu"), job_block(text, "gpu")
@@ -56,6 +56,23 @@ def test_every_cell_runs_in_its_job() -> None:
         assert "actions/upload-artifact" in job
     assert "UV_EXTRA_INDEX_URL: https://download.pytorch.org/whl/cpu" in cpu_job
     assert "/opt/wheels" not in text
+
+
+def test_the_newest_cells_run_in_a_weekly_scheduled_job_of_their_own() -> None:
+    yaml = pytest.importorskip("yaml")
+    cells = cells_file().cells
+    newest = [name for name, cell in cells.items() if cell.newest]
+    assert newest and not set(newest) & set(cells_file().quick), "newest cells exist, outside quick"
+    data = yaml.safe_load(render())
+    triggers = data.get("on", data.get(True))
+    assert [entry["cron"].split()[2:] for entry in triggers["schedule"]] == [["*", "*", "1"]], "weekly"
+    jobs = data["jobs"]
+    assert jobs["newest"]["strategy"]["matrix"]["cell"] == newest
+    assert "schedule" in jobs["newest"]["if"] and "workflow_dispatch" in jobs["newest"]["if"]
+    # the schedule runs the newest cells only; a push or pull request runs every pinned cell and no newest one
+    for job in ("cpu", "report", "gpu"):
+        assert "github.event_name != 'schedule'" in jobs[job]["if"], job
+    assert not set(newest) & set(jobs["cpu"]["strategy"]["matrix"]["cell"])
 
 
 def test_workflow_is_valid_yaml() -> None:

@@ -87,10 +87,26 @@ class Report:
                 return patch
         raise KeyError(f"no patch {patch_id!r}; patches: {', '.join(p.id for p in self.patches)}")
 
+    @property
+    def newer_than_tested(self) -> list[dict]:
+        """Installed packages newer than the newest release the version matrix has proven, each with the patches
+        acting here through a window with no upper bound (grpo_compat.core.tested)."""
+        from grpo_compat.core.tested import newer_than_tested
+        from grpo_compat.core.versions import window_problem
+
+        acting = [
+            patch
+            for patch in self.patches
+            if patch.status in _WRAPPING
+            or (patch.status is Status.INACTIVE and window_problem(tuple(patch.requires), self.versions) is None)
+        ]
+        return newer_than_tested(self.versions, acting)
+
     def to_dict(self) -> dict:
         return {
             "active": self.active,
             "versions": dict(self.versions),
+            "newer_than_tested": self.newer_than_tested,
             "patches": [p.to_dict() for p in self.patches],
             "wrapping_order": self.wrapping_order,
         }
@@ -112,7 +128,11 @@ class Report:
         stack = ", ".join(
             f"{name} {self.versions[name]}" for name in ("trl", "ms-swift", "transformers") if self.versions.get(name)
         )
-        return f"grpo_compat {GRPO_COMPAT_VERSION}: {count} for {stack or 'this install'} {ONE_LINE_MARK}"
+        from grpo_compat.core.tested import short_note
+
+        newer = short_note(self.newer_than_tested)
+        newer = f"; {newer}" if newer else ""
+        return f"grpo_compat {GRPO_COMPAT_VERSION}: {count} for {stack or 'this install'}{newer} {ONE_LINE_MARK}"
 
     def __str__(self) -> str:
         versions = ", ".join(f"{name} {version}" for name, version in self.versions.items() if version)
@@ -122,6 +142,9 @@ class Report:
             lines.append(f"  {patch.id:<{width}}  {patch.status.value:<22}  {patch.reason}")
         for target, ids in self.wrapping_order.items():
             lines.append(f"  wrapping order of {target}: {' > '.join(ids)} > upstream")
+        from grpo_compat.core.tested import describe
+
+        lines += describe(self.newer_than_tested)
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -30,6 +30,9 @@ class Flavour:
     cells_option: str  # the cells file option of `grpo-compat matrix` ("" for this repository)
     cache_files: str  # hashFiles() arguments: the files whose change invalidates the uv cache
     cell_tests: str = ""  # a step after the cell's runs: the tests that run in that cell's env ("" for a user's)
+    # The cells with "newest" pins run in a job of their own, on the schedule (and by hand) only: an upstream release
+    # must not turn a pull request red that changed nothing (this repository's; a user's runs them on every event).
+    newest_on_schedule: bool = False
 
 
 REPOSITORY = Flavour(
@@ -41,6 +44,8 @@ REPOSITORY = Flavour(
   push:
     branches: [main]
   pull_request:
+  schedule:
+    - cron: "23 4 * * 1"  # weekly, Mondays: the "newest" cells test the week's upstream releases
   workflow_dispatch:
 """,
     install='pip install --editable ".[dev]"',
@@ -53,6 +58,7 @@ REPOSITORY = Flavour(
         if: always()
         run: python -m pytest -m slow --cells ${{ matrix.cell }} -q || test $? -eq 5
 """,
+    newest_on_schedule=True,
 )
 
 
@@ -93,9 +99,9 @@ concurrency:
 # PyTorch's CPU index (best-match across indexes picks 2.x.y+cpu over PyPI's CUDA build).
 # (grpo_compat/matrix/envs.py exempts torch from a cell's exclude_newer date: the torch pin is newer.)
 CPU_JOB = """\
-  cpu:
-    name: cpu ${{ matrix.cell }}
-    runs-on: ubuntu-latest
+  @JOB@:
+    name: @JOB@ ${{ matrix.cell }}
+@CONDITION@    runs-on: ubuntu-latest
     timeout-minutes: 120
     strategy:
       fail-fast: false
@@ -206,24 +212,49 @@ def split_cells(cells: CellsFile) -> tuple[list[str], list[str]]:
     return cpu, gpu
 
 
+def newest_cells(cells: CellsFile) -> list[str]:
+    """The CPU cells with a "newest" pin (resolved when they run), in cells-file order."""
+    return [name for name, cell in cells.cells.items() if cell.device != GPU_DEVICE and cell.newest]
+
+
+# The newest job's condition, and the pinned CPU job's: the schedule runs the newest cells only.
+ON_SCHEDULE = "    if: github.event_name == 'schedule' || github.event_name == 'workflow_dispatch'\n"
+NOT_ON_SCHEDULE = "    if: github.event_name != 'schedule'\n"
+
+
 def _cell_list(names: list[str]) -> str:
     # JSON strings are YAML double-quoted scalars: a name like "1.16" stays a string.
     return "\n".join(f"          - {json.dumps(name)}" for name in names)
 
 
-def _job(template: str, cells: list[str], prefix: str, device: str) -> str:
+def _job(template: str, cells: list[str], prefix: str, device: str, condition: str = "") -> str:
     job = template.replace("@RUN_AND_REPORT@", RUN_AND_REPORT).replace("@CELLS@", _cell_list(cells))
+    job = job.replace("@JOB@", prefix).replace("@CONDITION@", condition)
     return job.replace("@DEVICE@", device).replace("@PREFIX@", prefix)
 
 
 def render_workflow(cells: CellsFile, flavour: Flavour = REPOSITORY) -> str:
-    """The workflow YAML: a CPU job per CPU cell, a self-hosted GPU job per cuda cell, a report."""
+    """The workflow YAML: a CPU job per CPU cell, a self-hosted GPU job per cuda cell, a report; with
+    ``flavour.newest_on_schedule``, the cells pinning "newest" in a job of the schedule of their own."""
     cpu, gpu = split_cells(cells)
+    newest = newest_cells(cells) if flavour.newest_on_schedule else []
+    cpu = [name for name in cpu if name not in newest]
     jobs = []
     if cpu:
-        jobs += [_job(CPU_JOB, cpu, "cpu", "cpu"), REPORT_JOB]
+        report = REPORT_JOB
+        if newest:  # the schedule is the newest cells' only: the pinned cells' report waits for a change too
+            report = report.replace("\n    if: always()\n", "\n    if: always() && github.event_name != 'schedule'\n")
+        jobs += [_job(CPU_JOB, cpu, "cpu", "cpu", NOT_ON_SCHEDULE if newest else ""), report]
+    if newest:
+        jobs.append(_job(CPU_JOB, newest, "newest", "cpu", ON_SCHEDULE))
     if gpu:
-        jobs.append(_job(GPU_JOB, gpu, "gpu", GPU_DEVICE))
+        job = _job(GPU_JOB, gpu, "gpu", GPU_DEVICE)
+        if newest:
+            job = job.replace(
+                "    if: github.event_name", "    if: github.event_name != 'schedule' && (github.event_name", 1
+            )
+            job = job.replace("github.repository\n", "github.repository)\n", 1)
+        jobs.append(job)
     text = HEADER + "\njobs:\n" + "\n".join(jobs)
     for key, value in (
         ("@HEADER@", flavour.header),

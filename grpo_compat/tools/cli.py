@@ -52,12 +52,14 @@ def _check(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from grpo_compat.core.tested import describe as describe_newer
     from grpo_compat.fixes.validation import describe, validate
     from grpo_compat.tools import preflight
 
     world_size = preflight.world_size_of(args.world_size, args.nproc_per_node, args.nnodes)
-    trl_version = preflight.checked_version("--trl-version", args.trl_version)
-    swift_version = preflight.checked_version("--swift-version", args.swift_version)
+    machine = []
+    trl_version = preflight.checked_version("--trl-version", args.trl_version, "trl")
+    swift_version = preflight.checked_version("--swift-version", args.swift_version, "ms-swift")
     if args.swift:
         swift_version = preflight.swift_version_here(swift_version)
         swift_arguments = preflight.parse_swift_arguments(args.arguments)
@@ -77,6 +79,10 @@ def _check(args: argparse.Namespace) -> int:
         refused = preflight.refused_settings(list(config), "trl", trl_checked, context)
         settings = preflight.trl_settings(config, world_size)
         swift_version = None
+        if not args.other_machine:  # what this machine cannot run (bf16 without a GPU, use_vllm without vLLM)
+            from grpo_compat.tools.machine import machine_findings
+
+            machine = machine_findings(config, trl_checked)
     upgrade = None
     if args.from_version:
         package = "ms-swift" if args.swift else "trl"
@@ -88,7 +94,7 @@ def _check(args: argparse.Namespace) -> int:
         }
     rules = preflight.rules_here(trl_version, swift_version)
     # A misspelt or removed setting comes first and alone: the batch rules would judge defaults the user never meant.
-    findings = refused or validate(settings, rules)
+    findings = refused or validate(settings, rules) + machine
     errors = [f for f in findings if f.severity == "error"]
     changed = {}
     if upgrade:
@@ -99,6 +105,7 @@ def _check(args: argparse.Namespace) -> int:
             "upgrade": upgrades.as_json(found, *upgrade["between"]),
             "table": upgrades.table(found, *upgrade["between"]),
         }
+    newer = preflight.newer_than_tested_here(trl_version, swift_version)
     if args.json:
         print(
             json.dumps(
@@ -115,6 +122,7 @@ def _check(args: argparse.Namespace) -> int:
                         }
                         for f in findings
                     ],
+                    "newer_than_tested": newer,
                     **({"upgrade": changed["upgrade"]} if changed else {}),
                 },
                 indent=2,
@@ -122,6 +130,8 @@ def _check(args: argparse.Namespace) -> int:
         )
     else:
         print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
+        for line in describe_newer(newer, indent="note: "):
+            print(line)
         print(describe(findings) if findings else f"ok: these settings can train ({NOT_THE_MACHINE})")
         if changed:
             print("\n" + changed["table"])
@@ -247,6 +257,12 @@ def build_parser() -> ArgumentParser:
         metavar="PACKAGE==VERSION",
         help="also list what the config means differently on the installed release than on this one (trl==0.19.0, "
         "or ms-swift==3.5.3 with --swift): changed defaults, removed settings",
+    )
+    check.add_argument(
+        "--other-machine",
+        action="store_true",
+        help="the config runs on another machine: skip the checks of this one (bf16 without a GPU, use_vllm "
+        "without vLLM)",
     )
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)

@@ -168,17 +168,20 @@ def diagnose() -> dict:
     """Everything ``grpo-compat doctor`` shows, as one JSON-serialisable dict."""
     from grpo_compat.catalogue import affecting_this_install
     from grpo_compat.core.engine import Engine
+    from grpo_compat.core.tested import newer_than_tested
 
     versions = environment_versions()
     plan = Engine().plan()
     pair = vllm_pair()
     problems = find_problems(versions) + requirement_conflicts() + vllm_pair_problems(pair)
     known = affecting_this_install(versions)
+    patches = [patch.to_dict() for patch in plan.patches]
     return {
         "ok": not any(p.severity == ERROR for p in problems),
         "versions": {name: versions[name] for name in TRACKED_DISTRIBUTIONS},
+        "newer_than_tested": newer_than_tested(versions, [p for p in patches if p["status"] in ACTIVE_STATUSES]),
         "vllm_pair": pair,
-        "patches": [patch.to_dict() for patch in plan.patches],
+        "patches": patches,
         "wrapping_order": plan.wrapping_order,
         "problems": [problem.to_dict() for problem in problems],
         "known_failures": [
@@ -201,6 +204,12 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
         lines.append(
             f"vLLM pair: {pair['distribution']} {pair['vllm']} with trl {pair['trl']}: {pair['status']} ({declared})"
         )
+    newer = diagnosis.get("newer_than_tested")
+    if newer:
+        from grpo_compat.core.tested import describe
+
+        lines.append("Newer than tested (a new release may break what no record or patch knows yet):")
+        lines += describe(newer)
     active = [p for p in diagnosis["patches"] if p["status"] in ACTIVE_STATUSES]
     others = [p for p in diagnosis["patches"] if p["status"] not in ACTIVE_STATUSES]
     if active:

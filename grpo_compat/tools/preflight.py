@@ -14,7 +14,7 @@ import os
 from dataclasses import fields, replace
 from pathlib import Path
 
-from grpo_compat.core.versions import installed_version, release, window_problem
+from grpo_compat.core.versions import GRPO_COMPAT_VERSION, installed_version, release, window_problem
 from grpo_compat.fixes.swift_settings import swift_settings as swift_settings  # the command's swift arguments
 from grpo_compat.fixes.validation import Finding, GRPOSettings, Rules, eval_is_enabled, rules_for, settings_from
 from grpo_compat.tools.arguments import InputError, read_input
@@ -124,11 +124,7 @@ def upgrade_between(pin: str, package: str, target: str | None) -> tuple[str, st
     name, sep, old = pin.partition("==")
     if not sep or name.strip().lower() != package:
         raise InputError(f"--from {pin!r}: expected {package}==VERSION, e.g. {package}=={load(package).releases[0]}")
-    releases = load(package).releases
-    if old.strip() not in releases:
-        raise InputError(
-            f"--from {pin!r}: {package} {old.strip()} is not a release known here ({releases[0]} ... {releases[-1]})"
-        )
+    known_release(package, old.strip(), f"--from {pin!r}")
     new = target or installed_version(package)
     if not new:
         option = "--swift-version" if package == "ms-swift" else "--trl-version"
@@ -136,17 +132,50 @@ def upgrade_between(pin: str, package: str, target: str | None) -> tuple[str, st
     return old.strip(), new
 
 
+def known_release(package: str, version: str | None, option: str, older_than_data: bool = False) -> str | None:
+    """``version`` when the settings data holds that release of ``package``; else an InputError that says which it
+    holds, rather than a check against the nearest older release's data. ``older_than_data``: a version before the
+    data's first release passes (ms-swift's data begins at 3.4.0, its batch rules at 3.0)."""
+    from grpo_compat.settings.history import load
+
+    releases = load(package).releases
+    if version is None or version in releases or (older_than_data and release(version) < release(releases[0])):
+        return version
+    series = [known for known in releases if release(known)[:2] == release(version)[:2]]
+    hint = f": did you mean {' or '.join(series)}?" if series else ""
+    if not series and release(version) > release(releases[-1]):
+        hint = (
+            f": grpo-compat {GRPO_COMPAT_VERSION} knows releases up to {releases[-1]}. To check a newer {package}, "
+            f"install it and leave the option out (its settings are then read as {releases[-1]}'s, and the check "
+            "says it is newer than tested), or upgrade grpo-compat"
+        )
+    known = f"({releases[0]} ... {releases[-1]})"
+    raise InputError(f"{option}: {package} {version} is not a release known here {known}{hint}")
+
+
+def newer_than_tested_here(trl_version: str | None, swift_version: str | None) -> list[dict]:
+    """The packages the check is about (the installed ones; trl and ms-swift as named) that are newer than the
+    version matrix has tested, with the patches acting on them through an open window (grpo_compat.core.tested)."""
+    from grpo_compat.core.registry import declared_patches
+    from grpo_compat.core.tested import newer_than_tested
+    from grpo_compat.core.versions import installed_versions
+
+    named = {"trl": trl_version, "ms-swift": swift_version}
+    versions = {**installed_versions(), **{name: version for name, version in named.items() if version}}
+    return newer_than_tested(versions, [p for p in declared_patches() if window_problem(p.requires, versions) is None])
+
+
 def trl_settings(config: dict, world_size: int) -> GRPOSettings:
     return settings_from(config, world_size=world_size, eval_enabled=eval_is_enabled(config.get("eval_strategy", "no")))
 
 
-def checked_version(option: str, version: str | None) -> str | None:
-    """A version given on the command line, refused unless it reads as one."""
+def checked_version(option: str, version: str | None, package: str) -> str | None:
+    """A version of ``package`` given on the command line, refused unless it reads as one and is a known release."""
     try:
         version is None or release(version)
     except ValueError:
         raise InputError(f"{option} {version!r}: expected a version such as 0.16.1") from None
-    return version
+    return known_release(package, version, f"{option} {version}", older_than_data=True)
 
 
 def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int) -> int:
