@@ -8,7 +8,7 @@ NEWEST_TESTED = {
     "ms-swift": ("4.6.0", "swift-4.6"),
     "transformers": ("5.24.0", "trl-1.16-tf5.24"),
     "accelerate": ("1.15.0", "trl-1.16"),
-    "peft": ("0.21.2", "trl-1.16-peft0.21"),
+    "peft": ("0.21.2", "trl-1.16-peft"),
     "deepspeed": ("0.19.8", "trl-0.23-liger-zero3"),
     "vllm": ("0.31.0", "trl-1.16-vllm"),
     "liger-kernel": ("0.8.0", "trl-1.9-liger"),

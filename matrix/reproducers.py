@@ -406,10 +406,8 @@ _WATCHDOG_RUNS = (
     ),
     # trl >= 1.9 scores an infinite reward's group as nothing to learn from (weights stay put, no error)
     ("inf-reward-masked", ("--reward", "inf"), (), r"returned inf", "python", ("trl>=1.9",)),
-    ("lr-zero", (), ("learning_rate=0",), r"the learning rate is 0", "python", ()),
     ("bf16-weights", ("--weights-dtype", "bfloat16"), ("learning_rate=1e-6",), r"bf16", "python", ()),
     ("constant-reward-zero3", ("--reward", "constant"), (), r"same reward.*advantage", "zero3", ZERO3_ON_CPU),
-    ("lr-zero-zero3", (), ("learning_rate=0",), r"the learning rate is 0", "zero3", ZERO3_ON_CPU),
 )
 REPRODUCERS += tuple(
     Reproducer(
@@ -426,6 +424,47 @@ REPRODUCERS += tuple(
         checks=("learns",),
     )
     for suffix, flags, settings, diagnosis, launcher, window in _WATCHDOG_RUNS
+)
+# Runs that cannot change a weight: upstream trains them to the end without a word; patched, they are refused when
+# train() is called, before the first generation (grpo_compat.fixes.weights_move), in every watchdog mode but off.
+CANNOT_TRAIN = r"GRPOSettingsError: GRPO cannot change a weight: "
+REFUSED_AT_TRAIN = r".*refused before the first generation.*phase: train"
+REPRODUCERS += tuple(
+    Reproducer(
+        id=f"watchdog-lr-zero{suffix}",
+        patch="trl.learning-watchdog",
+        failure="no-learning",
+        script="grpo",
+        requires=("trl>=0.14", *window),
+        settings=("learning_rate=0",),
+        flags=("--watchdog", "stop"),
+        upstream=_STALLED,
+        patched=CANNOT_TRAIN + r"learning_rate=0.*set learning_rate > 0" + REFUSED_AT_TRAIN,
+        launcher=launcher,
+        checks=("learns",),
+    )
+    for suffix, launcher, window in (("", "python", ()), ("-zero3", "zero3", ZERO3_ON_CPU))
+)
+# N14 (trl #6700, #3031): GRPO continued from a LoRA adapter loaded with PeftModel.from_pretrained(model, path), whose
+# is_trainable defaults to False, with beta != 0. Upstream trains without a word, reward and grad_norm moving
+# (trl 1.16.0 + peft 0.21.2: 0.29 / 0.32 / 0.27), and saves the adapter it loaded, byte for byte; patched (the
+# watchdog's default mode, warn), the run is refused before the first generation, naming is_trainable=True.
+# Its do-no-harm twins are the pairs lora-adapter-trainable and lora (matrix/runs.py LORA_ADAPTER).
+ADAPTER_UNCHANGED = r"the adapter saved after training is the one it continued from, byte for byte"
+REPRODUCERS += (
+    Reproducer(
+        id="peft-adapter-loaded-for-inference",
+        patch="trl.learning-watchdog",
+        failure="no-learning",
+        script="grpo",
+        requires=("trl>=1.0", "peft>=0.20"),
+        settings=("beta=0.04",),
+        flags=("--lora-adapter", "inference"),
+        upstream=ADAPTER_UNCHANGED,
+        patched=CANNOT_TRAIN + r"the policy has no trainable parameter: PEFT adapter 'default' was loaded for "
+        r"inference.*PeftModel\.from_pretrained\(model, path, is_trainable=True\)" + REFUSED_AT_TRAIN,
+        checks=("adapter-learns",),
+    ),
 )
 # trl < 1.0 (0.14, 0.16, 0.19, 0.23, 0.29 run): an infinite reward makes the update inf / NaN and the next
 # generation fails to sample; patched, the run stops at the step where the inf / NaN appeared, naming the reward.

@@ -156,6 +156,10 @@ THINK_BLOCK_KEPT_RUNS = {"think-block-qwen3.5": ("template=qwen3_5_think",), "th
 # trl 1.9, the first with upstream's fix, outside the patch's window: SFT on that turn under Qwen3.5 Think's template
 # trains on its reasoning inside the think block, plain and patched alike (to the weights patched trl 1.8.0 ends with).
 THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
+# N14 (trl #6700; reproducer peft-adapter-loaded-for-inference): the runs with a LoRA policy that upstream trains, where
+# grpo_compat's check that a weight can move must stay silent, weights identical: continued from an adapter loaded
+# with is_trainable=True, and a new adapter from peft_config.
+LORA_ADAPTER = ("trl>=1.0", "peft>=0.20")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -357,6 +361,11 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         if window_problem(RESUME_AT_GENERATION, versions) is None:
             resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
+        if window_problem(LORA_ADAPTER, versions) is None:
+            runs += _pair(
+                "lora-adapter-trainable", "grpo", checks=("adapter-learns",), flags=("--lora-adapter", "trainable")
+            )
+            runs += _pair("lora", "grpo", flags=("--lora",))
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
         if window_problem(TOOL_ROUND, versions) is None:
@@ -548,6 +557,12 @@ def failed_checks(run: Run, result: dict) -> list[str]:
         found.append(f"{len(unchanged)} trainable parameters did not change: {', '.join(unchanged)[:120]}")
     if "learns" in run.checks and result.get("reward_std") == 0:
         found.append("no group had any reward spread (reward_std 0): every advantage is 0, nothing to learn from")
+    if "adapter-learns" in run.checks and result.get("adapter_file_identical") is not False:
+        found.append(
+            "the adapter saved after training is the one it continued from, byte for byte"
+            if result.get("adapter_file_identical")
+            else "the run saved no adapter to compare with the one it continued from"
+        )
     ranks = result.get("changed_on_ranks") or []
     if "ranks" in run.checks and (len(ranks) < 2 or not all(ranks)):
         found.append(f"weights did not change on every rank: changed_on_ranks {ranks}")

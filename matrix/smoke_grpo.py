@@ -86,6 +86,50 @@ def lora_config() -> Any:
     return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], bias="lora_only", task_type="CAUSAL_LM")
 
 
+ADAPTER_FILE = "adapter_model.safetensors"
+
+
+def saved_adapter_model(model_dir: Any, args: argparse.Namespace, output_dir: str) -> tuple[Any, str]:
+    """The tiny model with a LoRA adapter saved to disk and loaded back as users continue from one (trl #6700), and
+    the adapter's folder.
+
+    The adapter is lora_config()'s without trainable biases (trl adds a copy of it as the "ref" adapter when
+    beta != 0, and peft takes one adapter with bias only), its B matrices filled from the seed so that it is not the
+    identity; each rank writes its own copy (the same bytes: one seed), so a 2-process launch shares no file.
+    """
+    import dataclasses
+
+    import torch
+    import transformers
+    from peft import PeftModel, get_peft_model
+
+    from grpo_compat.testing.smoke import ADAPTER_LOADS
+
+    folder = os.path.join(output_dir, f"adapter-rank{os.environ.get('RANK', '0')}")
+    config = dataclasses.replace(lora_config(), bias="none")
+    torch.manual_seed(args.seed)  # lora_A's initialisation draws from the global generator: one adapter every run
+    fresh = get_peft_model(transformers.AutoModelForCausalLM.from_pretrained(model_dir), config)
+    generator = torch.Generator().manual_seed(args.seed)
+    with torch.no_grad():
+        for name, parameter in fresh.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.01)
+    fresh.save_pretrained(folder)
+    base = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    return PeftModel.from_pretrained(base, folder, is_trainable=ADAPTER_LOADS[args.lora_adapter]), folder
+
+
+def same_adapter_saved(trainer: Any, loaded_from: str, output_dir: str) -> bool:
+    """Whether the trainer saves the adapter it continued from, byte for byte (what a user finds after training)."""
+    saved = os.path.join(output_dir, "adapter-after-training")
+    trainer.save_model(saved)
+    with (
+        open(os.path.join(loaded_from, ADAPTER_FILE), "rb") as before,
+        open(os.path.join(saved, ADAPTER_FILE), "rb") as after,
+    ):
+        return before.read() == after.read()
+
+
 def prompts(args: argparse.Namespace | None = None):
     from datasets import Dataset
 
@@ -200,6 +244,9 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
 
         dtype = getattr(torch, args.weights_dtype)
         model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
+    adapter_folder = None
+    if args.lora_adapter:
+        model, adapter_folder = saved_adapter_model(model_dir, args, output_dir)
     if args.model_arch == "gemma3":  # text-only GRPO trains the language model: the vision tower sits still
         model = transformers.AutoModelForImageTextToText.from_pretrained(model_dir)
         for name, parameter in model.named_parameters():
@@ -268,6 +315,8 @@ def train(args: argparse.Namespace, output_dir: str, result: dict) -> None:
         result["tools"] = sorted(tool.__name__ for tool in getattr(trainer, "tools", None) or [])
         # trl's own count of the tool calls its loop ran, per completion and step (tools/call_frequency)
         result["tool_call_frequency"] = [entry[TOOL_CALLS] for entry in logs if TOOL_CALLS in entry]
+    if adapter_folder is not None:
+        result["adapter_file_identical"] = same_adapter_saved(trainer, adapter_folder, output_dir)
     result.update(
         steps=trainer.state.global_step,
         final_loss=last_logged(logs, "loss"),

@@ -23,10 +23,9 @@ def patched_run(model_dir, tmp_path, *settings: str, flags: tuple = ()) -> dict:
     ("flags", "settings", "cause"),
     [
         (("--reward", "constant"), (), "every completion of a prompt got the same reward"),
-        ((), ("learning_rate=0",), "the learning rate is 0"),
         (("--weights-dtype", "bfloat16"), ("learning_rate=1e-6",), "held in bf16/fp16 without fp32 master weights"),
     ],
-    ids=["constant-reward", "lr-zero", "bf16-weights-lr-1e-6"],
+    ids=["constant-reward", "bf16-weights-lr-1e-6"],
 )
 def test_a_run_that_learns_nothing_is_named_once_with_its_cause(flags, settings, cause, model_dir, tmp_path):
     result = patched_run(model_dir, tmp_path, *settings, flags=flags)
@@ -34,6 +33,19 @@ def test_a_run_that_learns_nothing_is_named_once_with_its_cause(flags, settings,
     warnings = result["watchdog_warnings"]
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("GRPO is not learning: ") and cause in warnings[0]
+
+
+def test_learning_rate_zero_is_refused_in_stop_mode_and_warned_of_once_in_warn_mode(model_dir, tmp_path):
+    refused = patched_run(model_dir, tmp_path, "learning_rate=0", flags=("--watchdog", "stop"))
+    first_line = refused["error"].splitlines()[0]
+    assert first_line.startswith("GRPOSettingsError: GRPO cannot change a weight: learning_rate=0")
+    assert first_line.endswith("(refused before the first generation; GRPO_COMPAT_WATCHDOG=off runs it anyway)")
+    assert refused["phase"] == "train" and refused["train_time_s"] is None
+    # warn (the default): a run measuring rewards or gradients may mean it; said once, before the first generation
+    warned = patched_run(model_dir, tmp_path, "learning_rate=0")
+    assert warned["status"] == "ok" and warned["steps"] == 3, warned["error"]
+    (warning,) = warned["watchdog_warnings"]
+    assert warning.startswith("GRPO cannot change a weight: learning_rate=0") and "the run goes on" in warning
 
 
 def test_stop_mode_ends_the_run_with_the_diagnosis(model_dir, tmp_path):

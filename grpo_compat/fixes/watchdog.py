@@ -74,7 +74,8 @@ def _env_number(env: Any, name: str, default: Any, kind: type, low: float, high:
 NOT_LEARNING = "GRPO is not learning"
 DIVERGED = "GRPO training diverged"
 TRUNCATED = "GRPO completions are truncated"
-HEADLINES = (NOT_LEARNING, DIVERGED, TRUNCATED)
+CANNOT_TRAIN = "GRPO cannot change a weight"  # before the first generation (grpo_compat.fixes.weights_move)
+HEADLINES = (NOT_LEARNING, DIVERGED, TRUNCATED, CANNOT_TRAIN)
 # How the note after trl's sampling error ("probability tensor contains either inf, nan ...") begins.
 SAMPLING_FAILED = "Generation failed to sample (probability tensor contains either inf, nan or element < 0)"
 # A generation batch counts as truncated when at least this fraction of its completions hit the limit.
@@ -91,6 +92,13 @@ class Evidence:
     """
 
     trainable_elements: int = 0
+    # PEFT adapters loaded for inference (their config's inference_mode: PeftModel.from_pretrained's is_trainable=False)
+    frozen_adapters: list[str] = field(default_factory=list)
+    optimizer_parameters: int | None = None  # parameters the stepping optimizer holds (None: unknown)
+    # None of the sampled trainable parameters is one the optimizer holds (None: cannot tell, e.g. DeepSpeed's own
+    # fp32 copies, FSDP's flat parameters)
+    sample_outside_optimizer: bool | None = None
+    skipped_steps: int = 0  # optimizer steps the fp16 loss scaler skipped (accelerate's step_was_skipped)
     sampled_elements: int = 0
     changed_elements: int = 0
     low_precision_weights: bool = False  # trainable weights held in bf16/fp16 (no fp32 master copy seen)
@@ -205,12 +213,14 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
     A cause is named only when the evidence for it was seen; otherwise the finding says what was seen.
     """
     if evidence.trainable_elements == 0:
-        return Finding(
-            "the model has no trainable parameters",
-            "every parameter is frozen (requires_grad=False), e.g. a PEFT adapter that was not attached",
-            "unfreeze the parameters you mean to train, or pass a peft_config",
-        )
+        return _no_trainable_parameter(evidence)
     steps = evidence.trainer_steps
+    if evidence.optimizer_steps == 0 and steps and evidence.skipped_steps >= steps:
+        return Finding(
+            f"the trainer counted {steps} optimizer steps but the fp16 loss scaler skipped every one",
+            "the gradients were inf / NaN at every loss scale tried, so no update was applied",
+            "train in bf16 (or float32) instead of fp16, or lower the learning rate; check the rewards are finite",
+        )
     if evidence.optimizer_steps == 0:
         return Finding(
             f"the trainer counted {steps} optimizer steps but the optimizer took none",
@@ -229,6 +239,10 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
         return None
     moved = f"{evidence.changed_elements} of {evidence.sampled_elements} sampled weight elements changed"
     problem = f"after {steps} optimizer steps {moved} ({evidence.changed_fraction:.1%})"
+    if unchanged:
+        structural = _optimizer_without_the_policy(problem, evidence)
+        if structural is not None:
+            return structural
     if _all_zero(evidence.learning_rates):
         return Finding(problem, "the learning rate is 0", "set learning_rate > 0 (check the warmup / scheduler)")
     if unchanged and _all_zero(evidence.grad_norms) and evidence.masks_truncated and evidence.always_truncated():
@@ -267,6 +281,44 @@ def diagnose(evidence: Evidence, settings: WatchdogSettings) -> Finding | None:
     if unchanged:
         return Finding(problem + _what_was_seen(evidence), *_UNEXPLAINED)
     return None  # some weights moved and nothing else points to a stall: sparse updates are legitimate
+
+
+def _optimizer_without_the_policy(problem: str, evidence: Evidence) -> Finding | None:
+    """Weights that cannot move whatever the rewards: the optimizer holds none of the policy's parameters."""
+    if evidence.optimizer_parameters == 0:
+        return Finding(
+            problem + "; the optimizer holds no parameter",
+            "the optimizer was built while every parameter of the policy was frozen (requires_grad=False), e.g. a "
+            "PEFT adapter loaded with PeftModel.from_pretrained's default is_trainable=False",
+            "make the parameters to train trainable before train() (is_trainable=True for a loaded adapter)",
+        )
+    if evidence.sample_outside_optimizer:
+        return Finding(
+            f"{problem}; the optimizer holds {evidence.optimizer_parameters} parameters, none of the sampled trainable "
+            "ones of the policy",
+            "the optimizer was built from other parameters than the ones the policy trains (before the model was "
+            "wrapped, or replaced afterwards)",
+            "build the optimizer from the trainable parameters of the model the trainer trains, or let the trainer "
+            "build it",
+        )
+    return None
+
+
+def _no_trainable_parameter(evidence: Evidence) -> Finding:
+    """No trainable parameter at the first step: a PEFT adapter loaded for inference, else frozen parameters."""
+    if evidence.frozen_adapters:
+        names = ", ".join(repr(name) for name in evidence.frozen_adapters)
+        return Finding(
+            f"the model has no trainable parameters: PEFT adapter {names} was loaded for inference (inference_mode)",
+            "PeftModel.from_pretrained(model, path) loads an adapter frozen unless is_trainable=True (peft's default "
+            "is False), so the optimizer holds nothing and the saved adapter is the one loaded",
+            "load it with PeftModel.from_pretrained(model, path, is_trainable=True)",
+        )
+    return Finding(
+        "the model has no trainable parameters",
+        "every parameter is frozen (requires_grad=False)",
+        "unfreeze the parameters you mean to train (requires_grad_(True)), or pass a peft_config to train an adapter",
+    )
 
 
 # Weights that did not move although nothing the watchdog saw explains it: say what was seen, blame nothing.

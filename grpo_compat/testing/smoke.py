@@ -31,6 +31,9 @@ from grpo_compat.testing.multi_turn import CASES as MULTI_TURN_CASES  # plain Py
 # The watchdog's warnings (and its note after trl's sampling error) start with one of these.
 WATCHDOG_HEADLINES = (*HEADLINES, SAMPLING_FAILED)
 
+# --lora-adapter: how PeftModel.from_pretrained loads the adapter a run continues from (its is_trainable).
+ADAPTER_LOADS = {"inference": False, "trainable": True}
+
 RESULT_FIELDS = (
     "steps final_loss kl reward_std all_trainable_params_changed unchanged_params corrupted_at_load weights_sha256 "
     "config_fields_dropped train_time_s phase changed_on_ranks kl_per_step trainer_gradient_accumulation_steps "
@@ -85,6 +88,14 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         help="patched mode: GRPO_COMPAT_REWARD_CHECK=0, so a wrong reward count is first seen in training",
     )
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (peft) instead of the whole model")
+    p.add_argument(
+        "--lora-adapter",
+        choices=ADAPTER_LOADS,
+        help="continue from a saved LoRA adapter, passed to the trainer as a PeftModel: loaded with "
+        "PeftModel.from_pretrained(model, path) (inference: peft's default is_trainable=False, trl #6700) or with "
+        "is_trainable=True (trainable); the result's adapter_file_identical says whether the adapter saved after "
+        "training is the one it continued from, byte for byte",
+    )
     p.add_argument(
         "--model-arch",
         choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3", "qwen3-moe", "qwen2.5-vl", "qwen2-tool-caller"),
