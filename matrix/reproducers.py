@@ -1089,3 +1089,34 @@ REPRODUCERS += (
         patched=None,
     ),
 )
+
+# trl.fused-loss-check: the probe trains on trl's fused (Liger) GRPO loss and compares its first batch's loss with trl's
+# own on the same batch and policy. Plain: they differ, silently; patched: grpo_compat names both values (and trains as
+# plain). Its do-no-harm pair is the run kind fused-loss-agrees (matrix/runs.py FUSED_LOSS).
+_FUSED_LOSS_DIFFERS = r"ProbeFailed: the fused GRPO loss is not the objective: trained on fused loss \S+, trl's own"
+REPRODUCERS += (
+    Reproducer(
+        id="fused-loss-token-normalisation",
+        patch="trl.fused-loss-check",
+        failure="liger-token-normalisation-accumulation",
+        script="fused-loss",
+        # dapo with gradient accumulation: micro-batches of different lengths (some completions end early) are
+        # normalised by their own tokens in Liger, by the window's in trl (trl PR #5890, trl 1.11).
+        requires=("trl>=0.22,<1.11", "liger-kernel>=0.6.4"),
+        settings=("loss_type=dapo", "gradient_accumulation_steps=2"),
+        upstream=_FUSED_LOSS_DIFFERS,
+        patched=None,
+    ),
+    Reproducer(
+        id="fused-loss-moe-aux-dropped",
+        patch="trl.fused-loss-check",
+        failure="moe-aux-loss-dropped-liger",
+        script="fused-loss",
+        # trl 1.7-1.13 add a MoE router's auxiliary loss in _compute_loss only (trl #7009); the tiny Qwen3-MoE's 0.001.
+        requires=("trl>=1.7,<1.14", "liger-kernel>=0.8.0"),
+        settings=("loss_type=bnpo",),
+        flags=("--model-arch", "qwen3-moe"),
+        upstream=_FUSED_LOSS_DIFFERS,
+        patched=None,
+    ),
+)

@@ -60,6 +60,7 @@ SCRIPTS = {
     "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
+    "fused-loss": Script(MATRIX / "probe_fused_loss.py", "grpo", probe=True),  # trains; checks the first batch's loss
     "liger-tool-mask": Script(MATRIX / "probe_liger_tool_mask.py", "grpo", probe=True),
     "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
@@ -156,6 +157,10 @@ THINK_BLOCK_KEPT_RUNS = {"think-block-qwen3.5": ("template=qwen3_5_think",), "th
 # trl 1.9, the first with upstream's fix, outside the patch's window: SFT on that turn under Qwen3.5 Think's template
 # trains on its reasoning inside the think block, plain and patched alike (to the weights patched trl 1.8.0 ends with).
 THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
+# trl.fused-loss-check (docs/objective-invariants.md): where trl's fused (Liger) GRPO loss is the objective, the check
+# on the first batch stays silent and the weights are plain's. bnpo: liger-kernel < 0.6.4 lacks the default dapo.
+FUSED_LOSS = ("trl>=0.17,<1.14", "liger-kernel")
+FUSED_LOSS_AGREES = ("loss_type=bnpo",)
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -357,6 +362,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         if window_problem(RESUME_AT_GENERATION, versions) is None:
             resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
+        if window_problem(FUSED_LOSS, versions) is None:
+            runs += _pair("fused-loss-agrees", "fused-loss", settings=FUSED_LOSS_AGREES)
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
         if window_problem(TOOL_ROUND, versions) is None:
