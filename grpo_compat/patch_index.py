@@ -285,6 +285,13 @@ PATCHES = ({'id': 'swift.arguments-not-taken',
   'targets': ('trl.trainer.grpo_trainer:GRPOTrainer.__init__',),
   'summary': 'Call every Python reward function once, as trl would, when GRPOTrainer is built: before any model '
              'loads.'},
+ {'id': 'trl.sequence-level-token-sum',
+  'module': 'grpo_compat.patches.trl.sequence_level_token_sum',
+  'catalogue': ('gspo-token-summed-loss',),
+  'requires': ('trl>=0.20,<1.7',),
+  'targets': ('trl.trainer.grpo_config:GRPOConfig.__post_init__',),
+  'summary': 'Warn, when GRPOConfig is built, that GSPO with a token-summed loss type weights every sequence by its '
+             'length.'},
  {'id': 'trl.think-block-training-template',
   'module': 'grpo_compat.patches.trl.think_block_training_template',
   'catalogue': ('trl-think-block-training-template',),

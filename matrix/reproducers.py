@@ -1120,3 +1120,18 @@ REPRODUCERS += (
         patched=None,
     ),
 )
+# trl #3823: GSPO with a token-summed loss type weights each sequence by its length; trl 0.20-1.6 say nothing (1.7 warns).
+# Plain trains silently (the check objective-named finds nothing said); patched warns when GRPOConfig is built, and
+# trains to plain's weights. Its do-no-harm pair: run kind gspo-grpo (matrix/runs.py GSPO).
+REPRODUCERS += (
+    Reproducer(
+        id="gspo-token-summed",
+        patch="trl.sequence-level-token-sum",
+        script="grpo",
+        requires=("trl>=0.20,<1.7",),
+        settings=("importance_sampling_level=sequence", "loss_type=bnpo"),
+        upstream=r"the run's settings change its objective and nothing named it .*: trains silently",
+        patched=None,
+        checks=("objective-named",),
+    ),
+)

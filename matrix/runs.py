@@ -161,6 +161,9 @@ THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
 # on the first batch stays silent and the weights are plain's. bnpo: liger-kernel < 0.6.4 lacks the default dapo.
 FUSED_LOSS = ("trl>=0.17,<1.14", "liger-kernel")
 FUSED_LOSS_AGREES = ("loss_type=bnpo",)
+# trl.sequence-level-token-sum: GSPO as its paper defines it (loss_type grpo) is left alone, weights and all.
+GSPO = ("trl>=0.20,<1.7",)
+GSPO_PER_SEQUENCE = ("importance_sampling_level=sequence", "loss_type=grpo")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -362,6 +365,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         if window_problem(RESUME_AT_GENERATION, versions) is None:
             resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
+        if window_problem(GSPO, versions) is None and not quick:
+            runs += _pair("gspo-grpo", "grpo", settings=GSPO_PER_SEQUENCE)
         if window_problem(FUSED_LOSS, versions) is None:
             runs += _pair("fused-loss-agrees", "fused-loss", settings=FUSED_LOSS_AGREES)
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
@@ -550,6 +555,14 @@ def failed_checks(run: Run, result: dict) -> list[str]:
     """What the run's CHECKS found wrong in a result that trained, one sentence each."""
     warnings = result.get("watchdog_warnings") or []
     found = [f"the watchdog warned on a run expected to learn: {warning[:200]}" for warning in warnings]
+    named = result.get("objective_warnings") or []
+    if "objective-named" not in run.checks:  # a false "the objective changed" on a run that trains right is harm
+        found += [f"grpo_compat warned that the objective changed on a run expected not to: {w[:200]}" for w in named]
+    elif result.get("mode") == "plain" or not named:
+        found.append(
+            f"the run's settings change its objective and nothing named it ({', '.join(run.settings)}): trains "
+            "silently" + (f"; grpo_compat said: {named[0][:200]}" if named else "")
+        )
     if "learns" in run.checks and not result.get("all_trainable_params_changed"):
         unchanged = result.get("unchanged_params") or []
         found.append(f"{len(unchanged)} trainable parameters did not change: {', '.join(unchanged)[:120]}")
