@@ -1120,7 +1120,7 @@ REPRODUCERS += (
         patched=None,
     ),
 )
-# trl #3823: GSPO with a token-summed loss type weights each sequence by its length; trl 0.20-1.6 say nothing (1.7 warns).
+# trl #3823: GSPO with a token-summed loss type weights each sequence by its length; trl 0.20-1.6 are silent.
 # Plain trains silently (the check objective-named finds nothing said); patched warns when GRPOConfig is built, and
 # trains to plain's weights. Its do-no-harm pair: run kind gspo-grpo (matrix/runs.py GSPO).
 REPRODUCERS += (
