@@ -58,6 +58,13 @@ PATCHES = ({'id': 'swift.arguments-not-taken',
   'targets': ('swift.llm.argument.rlhf_args:RLHFArguments.__post_init__',),
   'summary': 'Refuse ms-swift 3.5-3.11 GRPO with --vllm_mode server but without --use_vllm true, before the model '
              'loads.'},
+ {'id': 'swift.refuse-sleep-level-accumulation',
+  'module': 'grpo_compat.patches.swift.refuse_sleep_level_accumulation',
+  'catalogue': ('swift-sleep-level-accumulation',),
+  'requires': ('ms-swift>=3.2.1,<3.4',),
+  'targets': ('swift.llm.argument.rlhf_args:RLHFArguments.__post_init__',),
+  'summary': 'Refuse ms-swift 3.2.1-3.3.x GRPO with --use_vllm and --sleep_level > 0, which drops gradient '
+             'accumulation to 1.'},
  {'id': 'swift.refuse-trl-0.16-on-swift-3.2.0',
   'module': 'grpo_compat.patches.swift.refuse_trl_0_16_on_swift_3_2_0',
   'catalogue': ('swift-3.2.0-trl-0.16-temperature',),

@@ -1135,3 +1135,17 @@ REPRODUCERS += (
         checks=("objective-named",),
     ),
 )
+# ms-swift #3943: GRPO with --use_vllm true --sleep_level 1 on ms-swift 3.2.1-3.3 parses gradient_accumulation_steps 4
+# into 1 (nothing is said); patched, RLHFArguments refuses it while parsing. Its do-no-harm pair: swift-sleep-level-ga1.
+REPRODUCERS += (
+    Reproducer(
+        id="swift-sleep-level-accumulation",
+        patch="swift.refuse-sleep-level-accumulation",
+        script="swift-sleep-level",
+        requires=("ms-swift>=3.2.1,<3.4",),
+        settings=("gradient_accumulation_steps=4",),
+        upstream=r"ProbeFailed: ms-swift trains with gradient_accumulation_steps 1, not the 4 asked for",
+        patched=r"GRPOSettingsError: ms-swift [\d.]+ GRPO with use_vllm and sleep_level=1 replaces "
+        r"gradient_accumulation_steps=4 with 1",
+    ),
+)

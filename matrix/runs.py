@@ -61,6 +61,7 @@ SCRIPTS = {
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
     "fused-loss": Script(MATRIX / "probe_fused_loss.py", "grpo", probe=True),  # trains; checks the first batch's loss
+    "swift-sleep-level": Script(MATRIX / "probe_swift_sleep_level.py", "swift", probe=True),  # parses arguments only
     "liger-tool-mask": Script(MATRIX / "probe_liger_tool_mask.py", "grpo", probe=True),
     "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
@@ -161,6 +162,9 @@ THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
 # on the first batch stays silent and the weights are plain's. bnpo: liger-kernel < 0.6.4 lacks the default dapo.
 FUSED_LOSS = ("trl>=0.17,<1.14", "liger-kernel")
 FUSED_LOSS_AGREES = ("loss_type=bnpo",)
+# swift.refuse-sleep-level-accumulation: --use_vllm --sleep_level 1 with gradient_accumulation_steps 1 asked trains as
+# asked on ms-swift 3.2.1-3.3 (the override changes nothing): never refused.
+SLEEP_LEVEL_KEPT = ("ms-swift>=3.2.1,<3.4",)
 # trl.sequence-level-token-sum: GSPO as its paper defines it (loss_type grpo) is left alone, weights and all.
 GSPO = ("trl>=0.20,<1.7",)
 GSPO_PER_SEQUENCE = ("importance_sampling_level=sequence", "loss_type=grpo")
@@ -352,6 +356,9 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
         if device == "cpu":
             runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
+        if window_problem(SLEEP_LEVEL_KEPT, versions) is None:
+            kept = ("gradient_accumulation_steps=1",)
+            runs += _pair("swift-sleep-level-ga1", "swift-sleep-level", settings=kept)
         if window_problem(GDPO_UNSCORABLE_REWARD, versions) is None:
             gdpo = dict(settings=("scale_rewards=gdpo",), flags=("--reward", "some-none"))
             runs += _pair("swift-gdpo-unscorable-reward", "swift", **gdpo)
