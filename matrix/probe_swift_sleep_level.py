@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from unittest import mock
 
-from grpo_compat.testing.smoke import ProbeFailed, parse_args, reward_function, run_smoke, tiny_model
+from grpo_compat.testing.smoke import ProbeFailed, free_port, parse_args, reward_function, run_smoke, tiny_model
 
 COLOCATED_VLLM = {"use_vllm": True, "sleep_level": 1}
 
@@ -27,6 +27,9 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    # use_vllm: swift sets a one-process DDP default (set_default_ddp_config) and joins it at MASTER_PORT (29500 by
+    # default, which another run may hold)
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
     if args.mode == "patched":
         import grpo_compat
 
