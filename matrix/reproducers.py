@@ -1128,3 +1128,63 @@ REPRODUCERS += (
         patched=None,
     ),
 )
+
+# trl.fused-loss-check: the probe trains on trl's fused (Liger) GRPO loss and compares its first batch's loss with trl's
+# own on the same batch and policy. Plain: they differ, silently; patched: grpo_compat names both values (and trains as
+# plain). Its do-no-harm pair is the run kind fused-loss-agrees (matrix/runs.py FUSED_LOSS).
+_FUSED_LOSS_DIFFERS = r"ProbeFailed: the fused GRPO loss is not the objective: trained on fused loss \S+, trl's own"
+REPRODUCERS += (
+    Reproducer(
+        id="fused-loss-token-normalisation",
+        patch="trl.fused-loss-check",
+        failure="liger-token-normalisation-accumulation",
+        script="fused-loss",
+        # dapo with gradient accumulation: micro-batches of different lengths (some completions end early) are
+        # normalised by their own tokens in Liger, by the window's in trl (trl PR #5890, trl 1.11).
+        requires=("trl>=0.22,<1.11", "liger-kernel>=0.6.4"),
+        settings=("loss_type=dapo", "gradient_accumulation_steps=2"),
+        upstream=_FUSED_LOSS_DIFFERS,
+        patched=None,
+    ),
+    Reproducer(
+        id="fused-loss-moe-aux-dropped",
+        patch="trl.fused-loss-check",
+        failure="moe-aux-loss-dropped-liger",
+        script="fused-loss",
+        # trl 1.7-1.13 add a MoE router's auxiliary loss in _compute_loss only (trl #7009); the tiny Qwen3-MoE's 0.001.
+        requires=("trl>=1.7,<1.14", "liger-kernel>=0.8.0"),
+        settings=("loss_type=bnpo",),
+        flags=("--model-arch", "qwen3-moe"),
+        upstream=_FUSED_LOSS_DIFFERS,
+        patched=None,
+    ),
+)
+# trl #3823: GSPO with a token-summed loss type weights each sequence by its length; trl 0.20-1.6 are silent.
+# Plain trains silently (the check objective-named finds nothing said); patched warns when GRPOConfig is built, and
+# trains to plain's weights. Its do-no-harm pair: run kind gspo-grpo (matrix/runs.py GSPO).
+REPRODUCERS += (
+    Reproducer(
+        id="gspo-token-summed",
+        patch="trl.sequence-level-token-sum",
+        script="grpo",
+        requires=("trl>=0.20,<1.7",),
+        settings=("importance_sampling_level=sequence", "loss_type=bnpo"),
+        upstream=r"the run's settings change its objective and nothing named it .*: trains silently",
+        patched=None,
+        checks=("objective-named",),
+    ),
+)
+# ms-swift #3943: GRPO with --use_vllm true --sleep_level 1 on ms-swift 3.2.1-3.3 parses gradient_accumulation_steps 4
+# into 1 (nothing is said); patched, RLHFArguments refuses it while parsing. Its do-no-harm pair: swift-sleep-level-ga1.
+REPRODUCERS += (
+    Reproducer(
+        id="swift-sleep-level-accumulation",
+        patch="swift.refuse-sleep-level-accumulation",
+        script="swift-sleep-level",
+        requires=("ms-swift>=3.2.1,<3.4",),
+        settings=("gradient_accumulation_steps=4",),
+        upstream=r"ProbeFailed: ms-swift trains with gradient_accumulation_steps 1, not the 4 asked for",
+        patched=r"GRPOSettingsError: ms-swift [\d.]+ GRPO with use_vllm and sleep_level=1 replaces "
+        r"gradient_accumulation_steps=4 with 1",
+    ),
+)

@@ -60,6 +60,8 @@ SCRIPTS = {
     "ga-scaling": Script(MATRIX / "probe_ga_scaling.py", "grpo", probe=True),  # launches DDP and ZeRO-2 runs itself
     "num-logits-to-keep": Script(MATRIX / "probe_num_logits_to_keep.py", "grpo", probe=True),
     "gmpo-liger": Script(MATRIX / "probe_gmpo_liger.py", "grpo", probe=True),
+    "fused-loss": Script(MATRIX / "probe_fused_loss.py", "grpo", probe=True),  # trains; checks the first batch's loss
+    "swift-sleep-level": Script(MATRIX / "probe_swift_sleep_level.py", "swift", probe=True),  # parses arguments only
     "liger-tool-mask": Script(MATRIX / "probe_liger_tool_mask.py", "grpo", probe=True),
     "async-grpo-environment-owned": Script(MATRIX / "probe_async_grpo_environment_owned.py", "grpo", probe=True),
     "token-normalisation": Script(MATRIX / "probe_token_normalisation.py", "grpo", probe=True),
@@ -160,6 +162,16 @@ THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
 # grpo_compat's check that a weight can move must stay silent, weights identical: continued from an adapter loaded
 # with is_trainable=True, and a new adapter from peft_config.
 LORA_ADAPTER = ("trl>=1.0", "peft>=0.20")
+# trl.fused-loss-check (docs/objective-invariants.md): where trl's fused (Liger) GRPO loss is the objective, the check
+# on the first batch stays silent and the weights are plain's. bnpo: liger-kernel < 0.6.4 lacks the default dapo.
+FUSED_LOSS = ("trl>=0.17,<1.14", "liger-kernel")
+FUSED_LOSS_AGREES = ("loss_type=bnpo",)
+# swift.refuse-sleep-level-accumulation: --use_vllm --sleep_level 1 with gradient_accumulation_steps 1 asked trains as
+# asked on ms-swift 3.2.1-3.3 (the override changes nothing): never refused.
+SLEEP_LEVEL_KEPT = ("ms-swift>=3.2.1,<3.4",)
+# trl.sequence-level-token-sum: GSPO as its paper defines it (loss_type grpo) is left alone, weights and all.
+GSPO = ("trl>=0.20,<1.7",)
+GSPO_PER_SEQUENCE = ("importance_sampling_level=sequence", "loss_type=grpo")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -348,6 +360,9 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
         runs += _pair("swift", "swift") + _pair("swift-cli", "swift-cli")
         if device == "cpu":
             runs += _pair("swift-cli-2proc", "swift-cli", flags=("--nproc", "2"))
+        if window_problem(SLEEP_LEVEL_KEPT, versions) is None:
+            kept = ("gradient_accumulation_steps=1",)
+            runs += _pair("swift-sleep-level-ga1", "swift-sleep-level", settings=kept)
         if window_problem(GDPO_UNSCORABLE_REWARD, versions) is None:
             gdpo = dict(settings=("scale_rewards=gdpo",), flags=("--reward", "some-none"))
             runs += _pair("swift-gdpo-unscorable-reward", "swift", **gdpo)
@@ -366,6 +381,10 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
                 "lora-adapter-trainable", "grpo", checks=("adapter-learns",), flags=("--lora-adapter", "trainable")
             )
             runs += _pair("lora", "grpo", flags=("--lora",))
+        if window_problem(GSPO, versions) is None and not quick:
+            runs += _pair("gspo-grpo", "grpo", settings=GSPO_PER_SEQUENCE)
+        if window_problem(FUSED_LOSS, versions) is None:
+            runs += _pair("fused-loss-agrees", "fused-loss", settings=FUSED_LOSS_AGREES)
         if window_problem(MOE_ROUTER_LOSS, versions) is None and not quick:  # CI time: its reproducer runs in quick
             runs += _pair("moe", "grpo", flags=("--model-arch", "qwen3-moe"))
         if window_problem(TOOL_ROUND, versions) is None:
@@ -552,6 +571,14 @@ def failed_checks(run: Run, result: dict) -> list[str]:
     """What the run's CHECKS found wrong in a result that trained, one sentence each."""
     warnings = result.get("watchdog_warnings") or []
     found = [f"the watchdog warned on a run expected to learn: {warning[:200]}" for warning in warnings]
+    named = result.get("objective_warnings") or []
+    if "objective-named" not in run.checks:  # a false "the objective changed" on a run that trains right is harm
+        found += [f"grpo_compat warned that the objective changed on a run expected not to: {w[:200]}" for w in named]
+    elif result.get("mode") == "plain" or not named:
+        found.append(
+            f"the run's settings change its objective and nothing named it ({', '.join(run.settings)}): trains "
+            "silently" + (f"; grpo_compat said: {named[0][:200]}" if named else "")
+        )
     if "learns" in run.checks and not result.get("all_trainable_params_changed"):
         unchanged = result.get("unchanged_params") or []
         found.append(f"{len(unchanged)} trainable parameters did not change: {', '.join(unchanged)[:120]}")

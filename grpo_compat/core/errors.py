@@ -60,3 +60,8 @@ class SettingNotTakenError(GRPOCompatError, TypeError, ValueError):
     A ``TypeError`` (as ``unexpected keyword argument``) and a ``ValueError`` (as ms-swift's ``remaining_argv``), so
     code that catches upstream's own error keeps working.
     """
+
+
+class ObjectiveMismatchError(GRPOCompatError, RuntimeError):
+    """With ``GRPO_COMPAT_WATCHDOG=stop``: on the first batch, the loss a run trains on (a fused kernel's) is not the
+    objective trl's own loss computes for the same inputs (see grpo_compat.fixes.fused_loss)."""

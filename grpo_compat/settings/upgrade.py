@@ -27,6 +27,43 @@ class Change:
     note: str = ""
 
 
+# trl settings whose value decides what GRPO optimises, so a changed default changes the loss of an unchanged config;
+# each with the setting that must be on (non-zero) for it to act, or None. use_bias_correction_kl: False -> True in
+# trl 1.10.0 (the KL term is multiplied by the importance ratio; census N18), and it acts only with beta != 0.
+LOSS_SETTINGS: dict[str, str | None] = {
+    **dict.fromkeys(("loss_type", "beta", "scale_rewards", "importance_sampling_level", "epsilon", "epsilon_high")),
+    **dict.fromkeys(("delta", "mask_truncated_completions", "top_entropy_quantile", "num_iterations", "temperature")),
+    "max_completion_length": None,
+    "use_bias_correction_kl": "beta",
+    **dict.fromkeys(("vllm_importance_sampling_correction", "vllm_importance_sampling_mode"), "use_vllm"),
+    **dict.fromkeys(("vllm_importance_sampling_cap", "vllm_importance_sampling_clip_max"), "use_vllm"),
+}
+
+
+# Old spellings of the same value: trl 0.22 turned scale_rewards True / False into "group" / "none".
+SAME_MEANING = {"scale_rewards": {True: "group", False: "none"}}
+# Settings that act on some models only.
+ONLY_FOR = {"router_aux_loss_coef": "; changes the loss of a mixture-of-experts model (1.14 on: the model's own)"}
+
+
+def loss_note(name: str, config: dict, before: object, after_value: object, after: dict) -> str:
+    """ "; changes the loss" for a trl setting of LOSS_SETTINGS, or why it does not for this config; "" otherwise."""
+    spelled = SAME_MEANING.get(name, {})
+    if spelled and spelled.get(before, before) == spelled.get(after_value, after_value):  # type: ignore[arg-type]
+        return f"; the same meaning ({before!r} is {spelled.get(before, before)!r})"
+    if name in ONLY_FOR:
+        return ONLY_FOR[name]
+    if name not in LOSS_SETTINGS:
+        return ""
+    switch = LOSS_SETTINGS[name]
+    if switch is None:
+        return "; changes the loss"
+    value = config.get(switch, (after.get(switch) or {}).get("default"))
+    if value in (None, False, 0, 0.0, "false", "False", "0"):
+        return f"; changes the loss only with {switch} set (it is {value!r} here)"
+    return f"; changes the loss ({switch}={value!r})"
+
+
 def _show(value: object) -> str:
     if value is NOT_THERE:
         return NOT_THERE
@@ -64,7 +101,9 @@ def changes(config: dict, package: str, old: str, new: str) -> list[Change]:
         elif default_before is NOT_THERE:
             found.append(Change(name, NOT_THERE, default_after, "new", f"new since {package} {old}"))
         else:
-            found.append(Change(name, default_before, default_after, "default", "default changed" + borrowed))
+            loss = loss_note(name, config, default_before, default_after, after) if package == "trl" else ""
+            note = "default changed" + borrowed + loss
+            found.append(Change(name, default_before, default_after, "default", note))
     return found
 
 

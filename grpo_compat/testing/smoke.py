@@ -25,11 +25,14 @@ from typing import Any
 from unittest import mock
 
 from grpo_compat.core.versions import installed_versions  # metadata only: applies nothing, imports no torch
+from grpo_compat.fixes import fused_loss, objective_settings  # plain Python: imports no torch
 from grpo_compat.fixes.watchdog import HEADLINES, SAMPLING_FAILED  # plain Python: imports no torch
 from grpo_compat.testing.multi_turn import CASES as MULTI_TURN_CASES  # plain Python: imports no torch
 
 # The watchdog's warnings (and its note after trl's sampling error) start with one of these.
 WATCHDOG_HEADLINES = (*HEADLINES, SAMPLING_FAILED)
+# grpo_compat's warnings that a run's objective is not the one its settings name (fused_loss, objective_settings).
+OBJECTIVE_HEADLINE, FUSED_LOSS_HEADLINE = objective_settings.HEADLINE, fused_loss.HEADLINE
 
 # --lora-adapter: how PeftModel.from_pretrained loads the adapter a run continues from (its is_trainable).
 ADAPTER_LOADS = {"inference": False, "trainable": True}
@@ -240,6 +243,8 @@ class WatchdogWarnings:
         message = record.getMessage()
         if message.startswith(WATCHDOG_HEADLINES):
             self.result["watchdog_warnings"].append(message)
+        elif OBJECTIVE_HEADLINE in message or FUSED_LOSS_HEADLINE in message:  # "<patch id>: <headline>: ..."
+            self.result.setdefault("objective_warnings", []).append(message)
 
 
 def length_reward(completions: list, **kwargs: Any) -> list[float]:
