@@ -91,6 +91,12 @@ def _check(args: argparse.Namespace) -> int:
             "upgrade": upgrades.as_json(found, *upgrade["between"]),
             "table": upgrades.table(found, *upgrade["between"]),
         }
+    # The installed set's static check (grpo_compat.tools.static_check), unless checking for other versions.
+    installed = []
+    if not (args.trl_version or args.swift_version):
+        from grpo_compat.tools.static_check import check
+
+        installed = check()
     if args.json:
         print(
             json.dumps(
@@ -108,6 +114,7 @@ def _check(args: argparse.Namespace) -> int:
                         for f in findings
                     ],
                     **({"upgrade": changed["upgrade"]} if changed else {}),
+                    "static_check": [finding.to_dict() for finding in installed],
                 },
                 indent=2,
             )
@@ -115,6 +122,9 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
         print(describe(findings) if findings else "ok: these settings can train")
+        for finding in installed:
+            print(f"warning (installed packages, read without importing): {finding.message} ({finding.where})")
+            print(f"  fix: {finding.fix}")
         if changed:
             print("\n" + changed["table"])
     return 1 if errors else 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import bisect
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from grpo_compat.tools.static_check import (
     _VERSION_TEST,
@@ -29,10 +28,19 @@ from grpo_compat.tools.static_check import (
 _PASSING_DECORATORS = ("staticmethod", "classmethod", "wraps", "profiling_decorator", "no_grad", "inference_mode")
 
 
-@dataclass(frozen=True)
 class Definition:
-    module: Module
-    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    """A class or function and the module it is defined in."""
+
+    __slots__ = ("module", "node")
+
+    def __init__(self, module: Module, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.module, self.node = module, node
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Definition) and other.node is self.node
+
+    def __hash__(self) -> int:
+        return id(self.node)
 
     @property
     def where(self) -> str:

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass, field
 
 from grpo_compat.core.versions import distribution_folders
 
@@ -49,17 +48,21 @@ _AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
 _KNOWN_DISTRIBUTIONS = {"yaml": "PyYAML", "PIL": "pillow", "swift": "ms-swift", "sklearn": "scikit-learn"}
 
 
-@dataclass(frozen=True)
 class Finding:
-    kind: str  # missing-module, missing-name, override, keyword
-    message: str
-    where: str  # file (relative to its site folder) and line: "trl/trainer/grpo_trainer.py:51"
-    package: str  # the distribution whose code trips, with its version: "trl 0.25.1"
-    other: str  # the distribution it trips over, with its version or "not installed"
-    fix: str
+    """One finding: what trips, where, both packages with their versions, and the fix."""
+
+    FIELDS = ("kind", "message", "where", "package", "other", "fix")
+    __slots__ = FIELDS
+    # kind: missing-module, missing-name, override, keyword; where: file (relative to its site folder) and line;
+    # package: the distribution whose code trips, with its version ("trl 0.25.1"); other: what it trips over.
+
+    def __init__(self, kind: str, message: str, where: str, package: str, other: str, fix: str) -> None:
+        self.kind, self.message, self.where, self.package, self.other, self.fix = (
+            kind, message, where, package, other, fix
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.FIELDS}
 
     def line(self) -> str:
         return f"{self.message} ({self.where}). Fix: {self.fix}"
@@ -195,31 +198,31 @@ def _top_levels(info: str) -> set[str]:
 # -- one module's source ------------------------------------------------------------------------------------------
 
 
-@dataclass
 class Import:
-    module: str  # absolute
-    names: tuple[tuple[str, str], ...]  # (name imported, name bound); () for `import module`
-    line: int
-    guards: tuple  # enclosing (kind, test node, branch) from the module's top
+    __slots__ = ("guards", "line", "module", "names")
+
+    def __init__(self, module: str, names: tuple, line: int, guards: tuple) -> None:
+        self.module = module  # absolute
+        self.names = names  # ((name imported, name bound), ...); () for `import module`
+        self.line = line
+        self.guards = guards  # enclosing (kind, test node, branch), from the module's top
 
 
-@dataclass
 class Module:
-    name: str
-    site: str
-    path: str
-    tree: object
-    text: str
-    imports: list[Import] = field(default_factory=list)
-    bound: set[str] = field(default_factory=set)
-    stars: list[str] = field(default_factory=list)
-    lazy: dict[str, str] = field(default_factory=dict)  # name -> submodule, from _import_structure
-    open_ended: bool = False  # __getattr__ or define_import_structure: any name may exist
-    classes: dict[str, object] = field(default_factory=dict)
-    functions: dict[str, object] = field(default_factory=dict)
-    _mentions: dict = field(default_factory=dict, repr=False)
-    _lines: list = field(default_factory=list, repr=False)
-    _starts: list = field(default_factory=list, repr=False)
+    """One module's source as the check needs it: its imports with their guards, the names it binds."""
+
+    def __init__(self, name: str, site: str, path: str, tree, text: str) -> None:
+        self.name, self.site, self.path, self.tree, self.text = name, site, path, tree, text
+        self.imports: list[Import] = []
+        self.bound: set[str] = set()
+        self.stars: list[str] = []
+        self.lazy: dict[str, str] = {}  # name -> submodule, from _import_structure
+        self.open_ended = False  # __getattr__ or define_import_structure: any name may exist
+        self.classes: dict[str, object] = {}
+        self.functions: dict[str, object] = {}
+        self._mentions: dict = {}
+        self._lines: list[str] = []
+        self._starts: list[int] = []
 
     def segment(self, node) -> str:
         """The source text of a node (ast.unparse costs ten times more)."""
@@ -567,16 +570,28 @@ def _may_lack(path: str, name: str) -> bool:
     text = _TEXTS[path]
     if name not in text:
         return bool(text)
-    word = re.escape(name)
-    binds = (
-        rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{word}\b",
-        rf"^[ \t]*{word}[ \t]*(?::[^=\n]*)?=",
-        rf"\bimport[ \t]+[^\n(]*\b{word}\b",
-        rf"\bas[ \t]+{word}\b",
-        rf"^[ \t]*{word}[ \t]*,?[ \t]*(?:#.*)?$",
-        rf"[\"']{word}[\"']",
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    at = text.find(name)
+    while at != -1:  # each line that holds the name: str.find, not a MULTILINE regex over 300 kB
+        begin, finish = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+        line = text[begin : finish if finish != -1 else len(text)].strip()
+        if word.search(line) and _binds(line, name):
+            return False
+        at = text.find(name, finish) if finish != -1 else -1
+    return True
+
+
+def _binds(line: str, name: str) -> bool:
+    """Whether a source line plainly binds ``name`` (over-accepting is safe: the check then stays silent)."""
+    head = line.split("(", 1)[0].split("=", 1)[0].split(":", 1)[0].strip()
+    return (
+        head in (f"def {name}", f"class {name}", f"async def {name}", name)
+        or line.startswith(("from ", "import "))
+        or f"as {name}" in line
+        or line.rstrip(",").strip() == name
+        or f'"{name}"' in line
+        or f"'{name}'" in line
     )
-    return not any(re.search(pattern, text, flags=re.MULTILINE) for pattern in binds)
 
 
 def _installs_finder(module: Module) -> bool:
