@@ -48,20 +48,27 @@ def _normalize(name: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _metadata_folders() -> dict[str, str]:
     """Normalized distribution name -> version, first hit on sys.path wins (as importlib.metadata)."""
-    found: dict[str, str] = {}
-    for entry in sys.path:
+    return {name: version for name, (_, version, _) in distribution_folders(sys.path).items()}
+
+
+def distribution_folders(entries: list[str]) -> dict[str, tuple[str, str, str]]:
+    """Normalized distribution name -> (name, version, metadata folder) in these folders, the first hit winning."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for entry in entries:
         try:
             names = os.listdir(entry or ".")
         except OSError:
             continue
         for folder in names:
             match = _METADATA_FOLDER.match(folder)
+            path = os.path.join(entry or ".", folder)
             if match:
-                found.setdefault(_normalize(match["name"]), match["version"])
+                found.setdefault(_normalize(match["name"]), (match["name"], match["version"], path))
             elif folder.endswith(".egg-info"):  # "name.egg-info" from an old develop install
-                version = _version_from_pkg_info(os.path.join(entry or ".", folder))
+                version = _version_from_pkg_info(path)
                 if version:
-                    found.setdefault(_normalize(folder[: -len(".egg-info")]), version)
+                    name = folder[: -len(".egg-info")]
+                    found.setdefault(_normalize(name), (name, version, path))
     return found
 
 

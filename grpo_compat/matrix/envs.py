@@ -424,6 +424,36 @@ class CellEnvs:
             (env / ".grpo-compat-env").write_text(f"{cell.fingerprint(self.source.key())} {extras}")
         return python
 
+    def file_only(self, cell: Cell, unresolved: tuple[str, ...] = (), progress: Progress | None = None) -> Path:
+        """A folder holding the files of the cell's exact resolved set, nothing run or compiled (for checks that read
+        files only, such as grpo_compat.tools.static_check): resolved as its env is, then ``uv pip install --target
+        --no-deps``, seconds from uv's cache where a whole env takes minutes. ``unresolved``: requirements added
+        without their dependencies (a package whose own pins cannot install beside the cell's torch, vLLM's)."""
+        if cell.newest:
+            raise EnvBuildError(f"cell {cell.name}: resolve its newest pins first (CellEnvs.resolve_newest)")
+        key = cell.fingerprint(" ".join(unresolved))
+        folder = self.folder.parent / "files" / f"{cell.name}-{key}"
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._scratch() / f"{folder.name}.files.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (folder / ".grpo-compat-files").exists():
+                return folder
+            shutil.rmtree(folder, ignore_errors=True)
+            log = self._scratch() / f"{folder.name}.files.log"
+            log.write_text("")
+            sources = _sources(cell, self._scratch())
+            wanted, resolved = (folder.parent / f"{folder.name}.{suffix}" for suffix in ("in", "txt"))
+            wanted.write_text("\n".join(cell.requirements()) + "\n")
+            compile_ = [*uv_command(), "pip", "compile", "--quiet", "--python", sys.executable, "--no-header"]
+            _run([*compile_, *sources, str(wanted), "-o", str(resolved)], log, f"resolving {cell.name}", progress)
+            install = [*uv_command(), "pip", "install", "--quiet", "--python", sys.executable, "--no-deps"]
+            step = f"installing the files of {cell.name}"
+            _run([*install, *sources, "--target", str(folder), "-r", str(resolved)], log, step, progress)
+            if unresolved:
+                _run([*install, "--target", str(folder), *unresolved], log, f"adding {', '.join(unresolved)}", progress)
+            (folder / ".grpo-compat-files").write_text(resolved.read_text())
+        return folder
+
     def _refresh_grpo_compat(
         self, env: Path, extras: str, wheelhouse: Path | None, progress: Progress | None = None
     ) -> None:

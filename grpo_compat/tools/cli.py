@@ -106,6 +106,12 @@ def _check(args: argparse.Namespace) -> int:
             "table": upgrades.table(found, *upgrade["between"]),
         }
     newer = preflight.newer_than_tested_here(trl_version, swift_version)
+    # The installed set's static check (grpo_compat.tools.static_check), unless checking for other versions.
+    installed = []
+    if not (args.trl_version or args.swift_version):
+        from grpo_compat.tools.static_check import check
+
+        installed = check()
     if args.json:
         print(
             json.dumps(
@@ -124,6 +130,7 @@ def _check(args: argparse.Namespace) -> int:
                     ],
                     "newer_than_tested": newer,
                     **({"upgrade": changed["upgrade"]} if changed else {}),
+                    "static_check": [finding.to_dict() for finding in installed],
                 },
                 indent=2,
             )
@@ -133,6 +140,9 @@ def _check(args: argparse.Namespace) -> int:
         for line in describe_newer(newer, indent="note: "):
             print(line)
         print(describe(findings) if findings else f"ok: these settings can train ({NOT_THE_MACHINE})")
+        for finding in installed:
+            print(f"warning (installed packages, read without importing): {finding.message} ({finding.where})")
+            print(f"  fix: {finding.fix}")
         if changed:
             print("\n" + changed["table"])
     return 1 if errors else 0

