@@ -24,11 +24,20 @@ CAUSE_KEYS = ("class", "name", "package", "importer", "callable", "belongs_to") 
 
 
 def _reports() -> dict[str, dict]:
-    return {path.stem: json.loads(path.read_text()) for path in sorted(REPORTS.glob("*.json")) if path.stem != "split"}
+    return {
+        path.stem: json.loads(path.read_text())
+        for path in sorted(REPORTS.glob("*.json"))
+        if path.stem not in ("split", "batches")
+    }
 
 
 def _judge(report: dict) -> tuple[str, bool]:
-    """("right" | "wrong-confident" | "wrong-hedged" | "silent", whether the fix direction is right too)."""
+    """("right" | "partial" | "wrong-confident" | "wrong-hedged" | "silent", whether the fix direction is right).
+
+    right: every part of the cause the thread established (class, name, package, importer, callable, the class a
+    keyword belongs to) is what explain says. partial: nothing explain says contradicts it, but it leaves a part
+    unsaid (the importer of a log without its traceback). wrong: explain states a part that contradicts it.
+    """
     answer = explain(report["log"], installed={}).answer()
     expected = report["expected"]
     if answer is None:
@@ -43,10 +52,14 @@ def _judge(report: dict) -> tuple[str, bool]:
         "callable": answer.callable,
         "belongs_to": answer.belongs_to,
     }
-    right = all(str(found[key]).lower() == str(expected[key]).lower() for key in CAUSE_KEYS if key in expected)
-    if not right:
+    stated = [key for key in CAUSE_KEYS if key in expected and found[key] is not None]
+    if any(str(found[key]).lower() != str(expected[key]).lower() for key in stated):
         return ("wrong-confident" if answer.confident else "wrong-hedged"), False
-    return "right", "remedy" not in expected or answer.remedy == expected["remedy"]
+    if len(stated) < sum(key in expected for key in CAUSE_KEYS):
+        return "partial", False
+    remedies = expected.get("remedy")
+    remedies = [remedies] if isinstance(remedies, str) else remedies
+    return "right", remedies is None or answer.remedy in remedies
 
 
 def _measure(part: str) -> dict[str, int]:
@@ -56,6 +69,7 @@ def _measure(part: str) -> dict[str, int]:
         "reports": len(names),
         "right": 0,
         "right-with-fix": 0,
+        "partial": 0,
         "wrong-confident": 0,
         "wrong-hedged": 0,
         "silent": 0,
@@ -80,15 +94,31 @@ def test_the_split_is_the_hash_of_each_url_and_was_not_edited():
 @pytest.mark.parametrize(
     ("part", "measured"),
     [
-        # Measured 2026-11-28 on this branch, without API histories (grpo_compat.histories had no data yet):
-        # see docs/explain-held-out.md for each report.
+        # Measured 2026-11-28 on this branch, without API histories (grpo_compat.histories had no data yet); the
+        # figures per report and how they were reached are in docs/explain-held-out.md.
         (
             "build",
-            {"reports": 6, "right": 5, "right-with-fix": 3, "wrong-confident": 0, "wrong-hedged": 0, "silent": 1},
+            {
+                "reports": 16,
+                "right": 13,
+                "right-with-fix": 8,
+                "partial": 1,
+                "wrong-confident": 0,
+                "wrong-hedged": 1,
+                "silent": 1,
+            },
         ),
         (
             "held-out",
-            {"reports": 10, "right": 7, "right-with-fix": 6, "wrong-confident": 0, "wrong-hedged": 1, "silent": 2},
+            {
+                "reports": 25,
+                "right": 17,
+                "right-with-fix": 10,
+                "partial": 2,
+                "wrong-confident": 0,
+                "wrong-hedged": 0,
+                "silent": 6,
+            },
         ),
     ],
 )
@@ -128,3 +158,44 @@ def test_a_record_whose_versions_do_not_match_is_not_the_answer_when_reasoning_e
     explanation = explain(log, installed={})
     assert isinstance(explanation.answer(), Finding)
     assert all(match.superseded for match in explanation.matches if not match.expected_here)
+
+
+# --- the API histories, wired in before their data lands: a stand-in that follows the contract --------------
+# (/work/coord/HISTORIES_API.md). It stands in for grpo_compat.histories, this project's own module, not for an
+# upstream library: it checks that explain turns the spans the histories give into the fix, both directions.
+
+
+class _ContractHistory:
+    def __init__(self, releases, spans):
+        self.releases, self._spans = releases, spans
+
+    def nearest(self, version):
+        older = [r for r in self.releases if tuple(map(int, r.split("."))) <= tuple(map(int, version.split(".")))]
+        return older[-1] if older else None
+
+    def name_spans(self, module, name):
+        return self._spans.get((module, name), [])
+
+    def where(self, name):
+        return [(module, *span) for (module, n), spans in self._spans.items() if n == name for span in spans]
+
+
+def test_with_histories_a_name_added_later_is_an_upgrade_and_a_removed_one_a_pin(monkeypatch):
+    from grpo_compat.catalogue import reasoning
+
+    trl = _ContractHistory(
+        ["0.13.0", "0.14.0", "0.19.1", "0.20.0"],
+        {
+            ("trl", "GRPOConfig"): [("0.14.0", "0.20.0")],
+            ("trl.trainer.utils", "ConstantLengthDataset"): [("0.13.0", "0.19.1")],
+        },
+    )
+    monkeypatch.setattr(reasoning, "_history", lambda distribution: trl if distribution == "trl" else None)
+    (added,) = reason(
+        "ImportError: cannot import name 'GRPOConfig' from 'trl'\n- TRL version: 0.13.0", {"trl": "0.13.0"}
+    ).findings
+    assert (added.remedy, added.fix) == ("upgrade", "pip install 'trl>=0.14.0'")
+    removed = reason(
+        "ImportError: cannot import name 'ConstantLengthDataset' from 'trl.trainer.utils'", {"trl": "0.20.0"}
+    ).findings[0]
+    assert (removed.remedy, removed.fix) == ("pin", "pip install 'trl<=0.19.1'")

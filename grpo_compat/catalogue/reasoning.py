@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -78,6 +78,8 @@ _STATED = re.compile(
 )
 # unsloth's banner: "Unsloth 2026.1.4: Fast Qwen2 patching. Transformers: 4.57.6. vLLM: 0.10.2."
 _UNSLOTH_BANNER = re.compile(rf"Unsloth {_V}: Fast .*?Transformers: {_V}\.(?: vLLM: {_V}\.)?")
+# A pin inside a sentence: "I use trl==0.15.0, but ..."
+_INLINE_PIN = re.compile(rf"(?<![\w.-])([A-Za-z][\w.-]*)=={_V}")
 # pip's own lines: "Successfully installed unsloth-2025.5.8 unsloth_zoo-2025.5.10"
 _PIP_INSTALLED = re.compile(r"Successfully installed ([^\n]+)")
 
@@ -115,6 +117,8 @@ def stated_versions(text: str, tracked: dict[str, str] | None = None) -> dict[st
             name, _, version = item.rpartition("-")
             if name and re.match(r"\d", version):
                 note(name, version)
+    for pin in _INLINE_PIN.finditer(ends):  # last: the weakest statement
+        note(pin.group(1), pin.group(2))
     return found
 
 
@@ -227,18 +231,25 @@ def _takes(role: str, keyword: str, versions: dict[str, str]) -> tuple[bool | No
 
 _IMPORT_NAME = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<module>[\w.]+)'(?: \((?P<path>[^)\n]*)\))?")
 _NO_MODULE = re.compile(r"No module named '?(?P<module>[A-Za-z_][\w.]*)'?")
-_ATTR_MODULE = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")
-_ATTR_OBJECT = re.compile(r"(?:type object|object) '?(?P<owner>\w+)'? (?:object )?has no attribute '(?P<name>\w+)'")
+_ATTR_MODULE = re.compile(r"module '?(?P<module>[\w.]+)'? has no attribute '?(?P<name>\w+)'?")
 _ATTR_OBJECT_QUOTED = re.compile(r"'(?P<owner>\w+)' (?:object )?has no attribute '(?P<name>\w+)'")
-_UNEXPECTED_KEYWORD = re.compile(r"(?P<callable>[\w.]+)\(\) got an unexpected keyword argument '(?P<name>\w+)'")
+_UNEXPECTED_KEYWORD = re.compile(
+    r"(?P<callable>[\w.]+)\(\) got (?:an )?unexpected keyword (?:argument )?'(?P<name>\w+)'"
+)
+_MISSING_ARGUMENT = re.compile(r"(?P<callable>[\w.]+)\(\) missing \d+ required positional arguments?: '(?P<name>\w+)'")
 _ARITY = re.compile(
     r"(?P<callable>[\w.]+)\(\) takes (?P<takes>\d+) positional arguments? but (?P<given>\d+) (?:were|was) given"
 )
 _NAME_ERROR = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
-_FRAME = re.compile(r"""(?:File "(?P<path>[^"\n]+)", line \d+|File (?P<ipath>\S+\.py):\d+)""")
+# A traceback frame: Python's `File "path", line N`, IPython's `File path.py:N` and `path.py in <function>`
+# (Colab renders the path as a markdown link: `[path.py](url) in <module>`).
+_FRAME = re.compile(
+    r"""(?:File "(?P<path>[^"\n]+)", line \d+|File (?P<ipath>\S+\.py):\d+"""
+    r"""|\[?(?P<npath>[^\s\[\]()]+\.py)\]?(?:\([^)\s]*\))? in <?\w)"""
+)
 _PRECISION = re.compile(
     r"Your setup doesn't support bf16/gpu|BFloat16 is not supported on MPS"
-    r"|fp16.{0,60}can only be used on CUDA|Attempting to unscale FP16 gradients"
+    r"|fp16.{0,60}can only be used on CUDA"
 )
 _TRL_SERVER_ROUTES = re.compile(
     r"vllm_client\.py.*?\n.*?(?:init_communicator|get_world_size)[\s\S]{0,400}?Request failed: 404"
@@ -268,7 +279,7 @@ def _importer(text: str, position: int) -> str | None:
     """The package whose code raised: the last traceback frame before ``position`` that is in an install."""
     frames = list(_FRAME.finditer(text, max(0, position - 20_000), position))  # the traceback above the error
     for frame in reversed(frames):
-        path = (frame.group("path") or frame.group("ipath") or "").replace("\\", "/")
+        path = (frame.group("path") or frame.group("ipath") or frame.group("npath") or "").replace("\\", "/")
         if "unsloth_compiled_cache" in path:
             return "unsloth"
         package = re.search(r"-packages/([A-Za-z_]\w*)/", path)
@@ -348,8 +359,47 @@ def _name_missing(
     return Finding("name-missing", name, True, cause + ".", fix, evidence, package, importer, data="the log")
 
 
+# vLLM classes trl and ms-swift construct with keywords a vLLM release may not know yet (or any more).
+_VLLM_CLASSES = ("EngineArgs", "AsyncEngineArgs", "LLM", "SamplingParams", "LLMEngine")
+
+
+def _reward_contract(callable_name: str, name: str, evidence: str, missing: bool = False) -> Finding:
+    """A reward function and the keywords GRPO calls it with: prompts, completions, completion_ids, every column."""
+    if missing:
+        cause = (
+            f"{callable_name} requires '{name}', which GRPO passes only as a dataset column of that name: the "
+            "rows reaching it have no such column (absent, or dropped before the reward ran)."
+        )
+        fix = f"give the dataset a '{name}' column (keep it: remove_unused_columns=False), or make it optional"
+    else:
+        cause = (
+            f"the trainer calls {callable_name} with keyword arguments (prompts, completions, completion_ids "
+            f"and the dataset's columns) it does not declare, here '{name}'."
+        )
+        fix = f"give {callable_name} a **kwargs parameter"
+    return Finding("reward-contract", name, True, cause, fix, evidence, callable=callable_name, data="the log")
+
+
 def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str, str]) -> Finding | None:
     role = _role(callable_name)
+    cls = callable_name.removesuffix(".__init__").split(".")[-1]
+    if role is None and cls in _VLLM_CLASSES:
+        version = versions.get("vllm")
+        return Finding(
+            "keyword-not-accepted",
+            keyword,
+            True,
+            f"vLLM's {cls} has no '{keyword}'"
+            + (f" in vllm {version}" if version else "")
+            + ": the caller was written for a vLLM release that has it.",
+            "install the vLLM release the caller (trl / ms-swift) declares",
+            evidence,
+            package="vllm",
+            callable=cls,
+            data="the log",
+        )
+    if role is None and "reward" in cls.lower():
+        return _reward_contract(cls, keyword, evidence)
     if role is None:
         return None
     sibling = _SIBLING.get(role)
@@ -452,43 +502,28 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                 )
             )
     for m in _matches(_ATTR_MODULE, text, "has no attribute"):
-        found.append(
-            (
-                m.start(),
-                _name_missing(
-                    m.group("name"),
-                    m.group("module"),
-                    _line(text, m.start()),
-                    _importer(text, m.start()),
-                    versions,
-                    trl_vllm,
-                ),
-            )
+        finding = _name_missing(
+            m.group("name"), m.group("module"), _line(text, m.start()), _importer(text, m.start()), versions, trl_vllm
         )
+        quoted = text[m.end() - 1] == "'" or text[m.end() : m.end() + 1] == "'"
+        # without quotes (lost in pasting) the name's end is a guess: offered, not asserted
+        found.append((m.start(), finding if quoted else replace(finding, confident=False)))
     for m in _matches(_ATTR_OBJECT_QUOTED, text, "has no attribute"):
-        owner, name = m.group("owner"), m.group("name")
-        if name == "vllm_engine":  # unsloth's model attribute, set only when it loaded vLLM
-            found.append(
-                (
-                    m.start(),
-                    Finding(
-                        "vllm-wiring",
-                        name,
-                        True,
-                        f"the trainer uses vLLM (use_vllm=True) but the model ({owner}) was loaded without unsloth's "
-                        "vLLM "
-                        "engine, so it has no vllm_engine.",
-                        "load it with FastLanguageModel.from_pretrained(..., fast_inference=True), "
-                        "or set use_vllm=False",
-                        _line(text, m.start()),
-                        data="the log",
-                    ),
-                )
-            )
-    for m in _matches(_UNEXPECTED_KEYWORD, text, "unexpected keyword argument"):
+        finding = _object_attribute(m.group("owner"), m.group("name"), text, m.start(), versions)
+        if finding is not None:
+            found.append((m.start(), finding))
+    for m in _matches(_UNEXPECTED_KEYWORD, text, "unexpected keyword"):
         finding = _keyword(m.group("callable"), m.group("name"), _line(text, m.start()), versions)
         if finding is not None:
             found.append((m.start(), finding))
+    for m in _matches(_MISSING_ARGUMENT, text, "required positional argument"):
+        if "reward" in m.group("callable").lower():
+            found.append(
+                (
+                    m.start(),
+                    _reward_contract(m.group("callable"), m.group("name"), _line(text, m.start()), missing=True),
+                )
+            )
     for m in _matches(_NAME_ERROR, text, "is not defined"):
         finding = _name_error(m.group("name"), _line(text, m.start()), text, m.start(), versions)
         if finding is not None:
@@ -528,6 +563,135 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
             )
         )
     return found
+
+
+def _object_attribute(owner: str, name: str, text: str, position: int, versions: dict[str, str]) -> Finding | None:
+    """``'Owner' object has no attribute 'name'``, for the owners a GRPO run has: trl's configs and trainers (and
+    their subclasses in other projects), transformers' models, value-head wrappers, unsloth's vLLM engine."""
+    evidence = _line(text, position)
+    importer = _importer(text, position)
+    if name == "vllm_engine":  # unsloth's model attribute, set only when it loaded vLLM
+        return Finding(
+            "vllm-wiring",
+            name,
+            True,
+            f"the trainer uses vLLM (use_vllm=True) but the model ({owner}) was loaded without unsloth's vLLM engine, "
+            "so it has no vllm_engine.",
+            "load it with FastLanguageModel.from_pretrained(..., fast_inference=True) where unsloth supports vLLM for "
+            "the model, else set use_vllm=False",
+            evidence,
+            data="the log",
+        )
+    if owner.endswith("WithValueHead"):  # trl's PPO wrapper: GRPO trains the causal LM itself
+        return Finding(
+            "wrong-model-class",
+            owner,
+            True,
+            f"GRPO was given {owner}, a value-head wrapper for PPO; GRPOTrainer expects a plain causal LM, so the "
+            f"attributes it sets on a model ('{name}') are not there.",
+            "pass AutoModelForCausalLM.from_pretrained(...) (or the model id) to GRPOTrainer",
+            evidence,
+            data="the log",
+        )
+    if owner.endswith("GRPOConfig"):
+        return _config_field(name, evidence, importer, versions)
+    if owner.endswith("Trainer") and "GRPO" in owner:
+        if owner == "GRPOTrainer" and importer in (None, "trl"):
+            # trl's own trainer reading an attribute its base (transformers' Trainer) sets in some releases
+            version = versions.get("transformers")
+            return Finding(
+                "name-missing",
+                name,
+                False,
+                f"trl's GRPOTrainer reads '{name}', which transformers' Trainer"
+                + (f" {version}" if version else "")
+                + " does not set: trl and transformers releases that do not "
+                "match.",
+                "install the transformers release range your trl declares",
+                evidence,
+                package="transformers",
+                importer="trl",
+                data="the log",
+            )
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{owner} (a subclass of trl's GRPOTrainer) uses '{name}', which the installed trl's GRPOTrainer no "
+            "longer (or not yet) has: the subclass was written for another trl release.",
+            f"install the trl release {importer or 'the project'} was written for, or update {importer or 'it'}",
+            evidence,
+            package="trl",
+            importer=importer,
+            data="the log",
+        )
+    if owner.endswith(("ForCausalLM", "ForConditionalGeneration", "PreTrainedModel")) and importer == "trl":
+        version = versions.get("transformers")
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"trl sets or reads '{name}' on a transformers model ({owner}), which transformers"
+            + (f" {version}" if version else "")
+            + " does not have: trl and transformers releases that do not match.",
+            "install the transformers range your trl declares, or a trl made for this transformers",
+            evidence,
+            package="transformers",
+            importer="trl",
+            data="the log",
+        )
+    return None
+
+
+def _config_field(name: str, evidence: str, importer: str | None, versions: dict[str, str]) -> Finding:
+    """A GRPOConfig field the code reads: from grpo_compat's settings history of every trl release since 0.14."""
+    from grpo_compat.settings.history import load
+
+    trl = load("trl")
+    version = versions.get("trl")
+    at = trl.nearest(version) if version else None
+    spans = trl.spans(name)
+    who = importer or "the code"
+    if spans and at and release(spans[0][0]) > release(at):
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"GRPOConfig has '{name}' from trl {spans[0][0]}; trl {version} does not, and {who} reads it.",
+            f"pip install 'trl>={spans[0][0]}'",
+            evidence,
+            package="trl",
+            importer=importer,
+            remedy="upgrade",
+            data="grpo_compat's settings history of trl",
+        )
+    removed = trl.removed_after(name, version) if version and spans else None
+    if removed:
+        last, first_without = removed
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"GRPOConfig had '{name}' until trl {last} and dropped it in {first_without}; {who} still reads it.",
+            f"pip install 'trl<={last}'" + (f", or update {importer}" if importer else ""),
+            evidence,
+            package="trl",
+            importer=importer,
+            remedy="upgrade-importer" if importer else "pin",
+            data="grpo_compat's settings history of trl",
+        )
+    return Finding(
+        "name-missing",
+        name,
+        True,
+        "GRPOConfig" + (f" of trl {version}" if version else "") + f" has no '{name}', which {who} reads: "
+        "the code and the trl release do not match.",
+        "install the trl release the code was written for",
+        evidence,
+        package="trl",
+        importer=importer,
+        data="the log",
+    )
 
 
 # Names some package defines only when another is installed (trl's and ms-swift's guarded imports).
