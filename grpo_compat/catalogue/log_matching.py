@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass, field, replace
 
 from grpo_compat.catalogue import Failure, load_failures
-from grpo_compat.catalogue.reasoning import Finding, reason, stated_versions
+from grpo_compat.catalogue.reasoning import NOT_FAILURES, Finding, reason, stated_versions
 from grpo_compat.core.versions import (
     TRACKED_DISTRIBUTIONS,
     distribution_of,
@@ -107,11 +107,19 @@ class Explanation:
     reasoned: list[Finding] = field(default_factory=list)  # general classes reasoned from the error (reasoning.py)
 
     def answer(self) -> Finding | Match | None:
-        """What explain offers as the cause: a confident reasoned finding, else a record that matched on its
-        versions, else a hedged finding, else any record that matched."""
-        confident = [f for f in self.reasoned if f.confident]
+        """What explain offers as the cause, most specific first: a record that matched its text and its version
+        windows (reproduced on them), a confident reasoned finding, a record that matched with no windows to
+        check (a generic one), a hedged finding, any record that matched. A note that something is not a
+        failure (expected-zero-loss) is shown, never offered as the cause."""
+        causes = [f for f in self.reasoned if f.cls not in NOT_FAILURES]
         expected = [m for m in self.matches if m.certain and m.expected_here and not m.superseded]
-        for candidates in (confident, expected, self.reasoned, self.matches):
+        for candidates in (
+            [m for m in expected if m.failure.affects],
+            [f for f in causes if f.confident],
+            expected,
+            causes,
+            self.matches,
+        ):
             if candidates:
                 return candidates[0]
         return None

@@ -44,6 +44,7 @@ CLASSES = (
     "no-learning",
     "expected-zero-loss",
 )
+NOT_FAILURES = ("expected-zero-loss",)  # notes that a metric is expected: shown, never offered as the cause
 
 
 @dataclass(frozen=True)
@@ -478,6 +479,8 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
     for m in _matches(_NO_MODULE, text, "No module named"):
         module = m.group("module")
         evidence = _line(text, m.start())
+        if "WARNING" in evidence or "Warning:" in evidence:  # logged and carried on: not what stopped the run
+            continue
         importer = _importer(text, m.start())
         if "." in module:  # a submodule missing from an installed package: the package's release lacks it
             parent, _, leaf = module.rpartition(".")
@@ -792,16 +795,25 @@ def _metric_findings(text: str) -> list[tuple[int, Finding]]:
 
     clipped = mostly("clipped_ratio", lambda v: v >= 0.9) or mostly("mean_terminated_length", lambda v: v == 0)
     no_spread = mostly("reward_std", lambda v: v == 0) or mostly("frac_reward_zero_std", lambda v: v >= 0.99)
+    spread = mostly("reward_std", lambda v: v > 0) or mostly("frac_reward_zero_std", lambda v: v < 0.99)
     if clipped:
+        # Offered, never asserted: cut completions that still get different rewards train, and alike rewards on cut
+        # completions may come from the reward itself (a constant or broadcast reward looks the same in metrics).
         return [
             (
                 0,
                 Finding(
                     "truncation",
                     "max_completion_length",
-                    True,
+                    False,
                     "completions are cut at the length limit (clipped_ratio ~1, no completion ends with EOS)"
-                    + (": every reward is alike, so no advantage and no gradient." if no_spread else "."),
+                    + (
+                        ": every reward is alike, so no advantage and no gradient."
+                        if no_spread
+                        else "; the rewards still differ, so it trains, on cut completions."
+                        if spread
+                        else "."
+                    ),
                     "raise max_completion_length until most completions end on their own",
                     evidence,
                     data="the log's metrics",
