@@ -316,8 +316,14 @@ def explain(
             settings = refused_settings_in(text, versions) if failure.id == "setting-removed-or-renamed" else ()
             explanation.matches.append(Match(failure, certain, evidence, expected, prevented, settings))
     if any(finding.confident for finding in explanation.reasoned):
+        # Not the answer: a record whose versions do not fit, or a generic one (no windows) whose line a
+        # reasoned finding explains (the removed-setting record on a keyword that belongs to another class).
+        explained = {finding.evidence for finding in explanation.reasoned if finding.confident}
         explanation.matches = [
-            replace(match, superseded=True) if not match.expected_here else match for match in explanation.matches
+            replace(match, superseded=True)
+            if not match.expected_here or (not match.failure.affects and match.evidence in explained)
+            else match
+            for match in explanation.matches
         ]
     explanation.matches.sort(key=lambda m: (m.superseded, not m.certain, not m.expected_here))
     return explanation
@@ -396,7 +402,9 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
         failure = match.failure
         certainty = "matches" if match.certain else "possibly (a generic message, or a silent failure's setting)"
         lines += ["", f"[{number}] {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
-        if match.superseded:
+        if match.superseded and match.expected_here:
+            lines.append("    not the answer: a generic record for this message; the error is explained above")
+        elif match.superseded:
             lines.append("    not the answer: its text matched, its versions did not, and the error is explained above")
         elif not match.expected_here:
             lines.append("    not expected on these versions: the text matched, the version window did not")

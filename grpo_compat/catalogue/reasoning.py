@@ -79,6 +79,9 @@ _STATED = re.compile(
 )
 # unsloth's banner: "Unsloth 2026.1.4: Fast Qwen2 patching. Transformers: 4.57.6. vLLM: 0.10.2."
 _UNSLOTH_BANNER = re.compile(rf"Unsloth {_V}: Fast .*?Transformers: {_V}\.(?: vLLM: {_V}\.)?")
+# transformers' require_version, which packages use for their own floors: "... is required for a normal
+# functioning of this module, but found peft==0.14.0."
+_BUT_FOUND = re.compile(rf"but found ([A-Za-z][\w.-]*)=={_V}")
 # A pin inside a sentence: "I use trl==0.15.0, but ..."
 _INLINE_PIN = re.compile(rf"(?<![\w.-])([A-Za-z][\w.-]*)=={_V}")
 # pip's own lines: "Successfully installed unsloth-2025.5.8 unsloth_zoo-2025.5.10"
@@ -118,6 +121,8 @@ def stated_versions(text: str, tracked: dict[str, str] | None = None) -> dict[st
             name, _, version = item.rpartition("-")
             if name and re.match(r"\d", version):
                 note(name, version)
+    for found_line in _BUT_FOUND.finditer(ends):
+        note(found_line.group(1), found_line.group(2))
     for pin in _INLINE_PIN.finditer(ends):  # last: the weakest statement
         note(pin.group(1), pin.group(2))
     return found
@@ -424,7 +429,7 @@ def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str
                 evidence,
                 callable=role,
                 belongs_to=sibling,
-                data=f"{there}; {here}",
+                data=there if there == here else f"{there}; {here}",
             )
         if role == "GRPOTrainer" and takes_here is False:
             return Finding(
