@@ -232,3 +232,15 @@ def test_a_note_that_the_loss_is_expected_is_shown_but_never_offered_as_the_caus
     explanation = explain(TRL_3452, installed={})
     assert [f.cls for f in explanation.reasoned] == ["expected-zero-loss"]
     assert explanation.answer() is None
+
+
+def test_a_crash_after_apply_that_reasoning_explains_gets_the_explanation_under_its_traceback():
+    from tests.helpers import run_python
+
+    # A real failure on the installed trl (1.16 has no ConstantLengthDataset; 0.20 removed it), as unsloth-zoo hit.
+    result = run_python(
+        "import grpo_compat\ngrpo_compat.apply()\nfrom trl.trainer.utils import ConstantLengthDataset\n"
+    )
+    assert result.returncode == 1
+    traceback_end = result.stderr.index("ImportError: cannot import name 'ConstantLengthDataset'")
+    assert result.stderr.find("name-missing: ConstantLengthDataset (the evidence names it)") > traceback_end

@@ -387,7 +387,11 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
         f"{name} {version} ({explanation.version_sources[name]})" for name, version in explanation.versions.items()
     )
     count = len(explanation.matches)
-    lines = [f"{source}: {count} known failure{'s' if count != 1 else ''} found", f"versions used: {used or 'none'}"]
+    reasoned = len(explanation.reasoned)
+    found = f"{source}: {count} known failure{'s' if count != 1 else ''} found"
+    if reasoned:
+        found += f"; {reasoned} cause{'s' if reasoned != 1 else ''} reasoned from the error"
+    lines = [found, f"versions used: {used or 'none'}"]
     lines += _reasoned_lines(explanation.reasoned, width)
     lines += _vllm_pair_lines(explanation.vllm_pair)
     if explanation.in_paths_only:
