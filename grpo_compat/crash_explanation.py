@@ -59,7 +59,8 @@ def _explain_after_traceback(exc_type, exc, tb) -> None:
 
         explanation = explain("".join(traceback.format_exception(exc_type, exc, tb)))
         explanation.matches = [match for match in explanation.matches if match.certain and match.expected_here]
-        if explanation.matches:
+        explanation.reasoned = [finding for finding in explanation.reasoned if finding.confident]
+        if explanation.matches or explanation.reasoned:
             print(
                 "\n" + format_explanation(explanation, "[grpo_compat] this crash").replace("\n", "\n[grpo_compat] "),
                 file=sys.stderr,

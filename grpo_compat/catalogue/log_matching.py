@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from grpo_compat.catalogue import Failure, load_failures
+from grpo_compat.catalogue.reasoning import NOT_FAILURES, Finding, reason, stated_versions
 from grpo_compat.core.versions import (
     TRACKED_DISTRIBUTIONS,
     distribution_of,
@@ -41,6 +42,7 @@ ANCHORS = re.compile(
     r"|unrecognized arguments"  # argparse's "error:" (accelerate launch under `trl grpo`) is lower case
 )
 LINES_AFTER_ANCHOR = 8
+REASONED_TAIL = 2_000_000  # characters of a log's end that reasoning.py reads
 _DIGITS = str.maketrans("", "", "0123456789")
 
 _ALIASES = {"pytorch": "torch", "swift": "ms-swift", "ms_swift": "ms-swift", "liger_kernel": "liger-kernel"}
@@ -80,6 +82,8 @@ class Match:
     expected_here: bool  # the versions fall in the record's windows
     prevented_by: tuple[str, ...]  # patches that handle it on these versions
     settings: tuple[str, ...] = ()  # a refused setting's release and replacement (settings drift)
+    # Its text matched but not its versions, and the error is explained by reasoning (reasoning.py): not the answer.
+    superseded: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -89,6 +93,7 @@ class Match:
             "expected_on_these_versions": self.expected_here,
             "prevented_by": list(self.prevented_by),
             **({"settings": list(self.settings)} if self.settings else {}),
+            **({"superseded": True} if self.superseded else {}),
         }
 
 
@@ -99,6 +104,25 @@ class Explanation:
     matches: list[Match] = field(default_factory=list)
     in_paths_only: list[str] = field(default_factory=list)  # in the log's file paths, with no version stated
     vllm_pair: dict | None = None  # the run's vLLM against the versions its trl declares (vllm_pair_in)
+    reasoned: list[Finding] = field(default_factory=list)  # general classes reasoned from the error (reasoning.py)
+
+    def answer(self) -> Finding | Match | None:
+        """What explain offers as the cause, most specific first: a record that matched its text and its version
+        windows (reproduced on them), a confident reasoned finding, a record that matched with no windows to
+        check (a generic one), a hedged finding, any record that matched. A note that something is not a
+        failure (expected-zero-loss) is shown, never offered as the cause."""
+        causes = [f for f in self.reasoned if f.cls not in NOT_FAILURES]
+        expected = [m for m in self.matches if m.certain and m.expected_here and not m.superseded]
+        for candidates in (
+            [m for m in expected if m.failure.affects],
+            [f for f in causes if f.confident],
+            expected,
+            causes,
+            self.matches,
+        ):
+            if candidates:
+                return candidates[0]
+        return None
 
     def to_dict(self) -> dict:
         return {
@@ -109,6 +133,7 @@ class Explanation:
             "matches": [match.to_dict() for match in self.matches],
             "in_log_paths_without_version": self.in_paths_only,
             "vllm_pair": self.vllm_pair,
+            "reasoned": [finding.to_dict() for finding in self.reasoned],
         }
 
 
@@ -268,6 +293,12 @@ def explain(
     in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and name not in stated]
     explanation = Explanation(versions, sources, in_paths_only=in_paths_only)
     explanation.vllm_pair = vllm_pair_in(text, versions, installed)
+    # Reasoning reads every distribution the log states (unsloth, its zoo, ...), not only the tracked ones.
+    every = {name: version for name, version in installed.items() if version}
+    every.update(stated_versions(text, from_log))
+    every.update(given or {})
+    # The run's last 2 MB: the error that ended it, the traceback frames before it, the latest metric lines.
+    explanation.reasoned = reason(normalise(text[-REASONED_TAIL:]), every, explanation.vllm_pair).findings
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None
     for failure in load_failures():
@@ -284,7 +315,17 @@ def explain(
                 prevented = tuple(sorted(in_window.intersection(failure.patches)))
             settings = refused_settings_in(text, versions) if failure.id == "setting-removed-or-renamed" else ()
             explanation.matches.append(Match(failure, certain, evidence, expected, prevented, settings))
-    explanation.matches.sort(key=lambda m: (not m.certain, not m.expected_here))
+    if any(finding.confident for finding in explanation.reasoned):
+        # Not the answer: a record whose versions do not fit, or a generic one (no windows) whose line a
+        # reasoned finding explains (the removed-setting record on a keyword that belongs to another class).
+        explained = {finding.evidence for finding in explanation.reasoned if finding.confident}
+        explanation.matches = [
+            replace(match, superseded=True)
+            if not match.expected_here or (not match.failure.affects and match.evidence in explained)
+            else match
+            for match in explanation.matches
+        ]
+    explanation.matches.sort(key=lambda m: (m.superseded, not m.certain, not m.expected_here))
     return explanation
 
 
@@ -318,13 +359,40 @@ def _vllm_pair_lines(pair: dict | None) -> list[str]:
     return [line, *([f"  change: {vllm_pair_fix(pair)}"] if pair["status"] == "outside" else [])]
 
 
+def _reasoned_lines(findings: list[Finding], width: int) -> list[str]:
+    """The causes reasoned from the error and the versions (reasoning.py), before the catalogue's records."""
+    if not findings:
+        return []
+    wrap = textwrap.TextWrapper(
+        width=width, initial_indent="", subsequent_indent=" " * 17, break_on_hyphens=False, break_long_words=False
+    )
+    lines = ["", "reasoned from the error and the versions (no catalogue record needed):"]
+    for number, finding in enumerate(findings, 1):
+        certainty = "the evidence names it" if finding.confident else "likely; the data cannot confirm it"
+        lines += [f"  ({number}) {finding.cls}: {finding.name} ({certainty})"]
+        for label, value in (
+            ("seen", finding.evidence),
+            ("why", finding.cause),
+            ("change", finding.fix),
+            ("read from", finding.data),
+        ):
+            if value:
+                lines.append(wrap.fill(f"    {label + ':':<13}{value}"))
+    return lines
+
+
 def format_explanation(explanation: Explanation, source: str, width: int = 100) -> str:
     """The text `grpo-compat explain` prints."""
     used = ", ".join(
         f"{name} {version} ({explanation.version_sources[name]})" for name, version in explanation.versions.items()
     )
     count = len(explanation.matches)
-    lines = [f"{source}: {count} known failure{'s' if count != 1 else ''} found", f"versions used: {used or 'none'}"]
+    reasoned = len(explanation.reasoned)
+    found = f"{source}: {count} known failure{'s' if count != 1 else ''} found"
+    if reasoned:
+        found += f"; {reasoned} cause{'s' if reasoned != 1 else ''} reasoned from the error"
+    lines = [found, f"versions used: {used or 'none'}"]
+    lines += _reasoned_lines(explanation.reasoned, width)
     lines += _vllm_pair_lines(explanation.vllm_pair)
     if explanation.in_paths_only:
         lines.append(
@@ -338,7 +406,11 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
         failure = match.failure
         certainty = "matches" if match.certain else "possibly (a generic message, or a silent failure's setting)"
         lines += ["", f"[{number}] {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
-        if not match.expected_here:
+        if match.superseded and match.expected_here:
+            lines.append("    not the answer: a generic record for this message; the error is explained above")
+        elif match.superseded:
+            lines.append("    not the answer: its text matched, its versions did not, and the error is explained above")
+        elif not match.expected_here:
             lines.append("    not expected on these versions: the text matched, the version window did not")
         if not failure.confirmed:
             lines.append("    reported upstream, not reproduced by grpo_compat: " + failure.reproduced)

@@ -2,8 +2,8 @@
 
     python train.py 2>&1 | grpo-compat explain -
 
-Exit status: 0 when a known failure matched, 1 when none did, 2 when the input could not be read (InputError,
-reported by the command line).
+Exit status: 0 when a known failure matched or a cause was reasoned from the error with confidence, 1 when
+neither, 2 when the input could not be read (InputError, reported by the command line).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def run(source: str, pins: list[str], as_json: bool) -> int:
         print(json.dumps({"source": source, **explanation.to_dict()}, indent=2))
     else:
         print(format_explanation(explanation, "standard input" if source == "-" else source))
-        if not explanation.matches:
-            print(REPORT_HINT)
-    return 0 if explanation.matches else 1
+    named = bool(explanation.matches) or any(finding.confident for finding in explanation.reasoned)
+    if not as_json and not named:
+        print(REPORT_HINT)
+    return 0 if named else 1

@@ -1,0 +1,891 @@
+"""What a log shows when no catalogue record names it: reasoned from the error, the versions and upstream's code.
+
+Each general class below is defined by the evidence a log shows, not by one thread's wording:
+
+- ``name-missing``: ``ImportError: cannot import name``, ``ModuleNotFoundError`` of a submodule, ``AttributeError``
+  of a module or trainer, ``NameError`` of a name another package's guard did not import. The release of the
+  package that lacks the name, the package whose code reached for it, and (from the API histories, when they
+  hold the package) which releases define it: upgrade, pin, or upgrade the importer.
+- ``keyword-not-accepted``: ``X() got an unexpected keyword argument 'k'`` where ``k`` belongs to another class
+  (a GRPOTrainer argument passed to GRPOConfig, a Trainer argument GRPOTrainer does not take), or a config field
+  added in a later release; positional arity (``takes N positional arguments but M were given``).
+- ``missing-package``: ``No module named 'x'`` for a whole distribution, or a name that only a package's
+  presence would define: which package, and who needs it.
+- ``machine-cannot-run``: a precision setting this machine cannot run (transformers' "Your setup doesn't
+  support bf16/gpu", bf16 on MPS, fp16 without CUDA).
+- ``vllm-wiring``: the trainer's vLLM path reaching something that is not there: a model loaded without
+  unsloth's engine (``vllm_engine``), a server that is not ``trl vllm-serve`` (404 on its weight-sync routes),
+  a server never reached.
+- ``truncation`` / ``no-learning`` / ``expected-zero-loss``: from logged GRPO metrics: completions clipped at
+  the length limit, zero reward spread (no advantage, no gradient), or loss ~0 with a live gradient and reward
+  spread, which one iteration per generation (``num_iterations=1``) makes expected.
+
+Imports no upstream library: installed code is read as text (``_installed_source``), never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+
+from grpo_compat.core.versions import distribution_of, release
+
+CLASSES = (
+    "name-missing",
+    "keyword-not-accepted",
+    "missing-package",
+    "machine-cannot-run",
+    "vllm-wiring",
+    "truncation",
+    "no-learning",
+    "expected-zero-loss",
+)
+NOT_FAILURES = ("expected-zero-loss",)  # notes that a metric is expected: shown, never offered as the cause
+
+
+@dataclass(frozen=True)
+class Finding:
+    cls: str  # one of CLASSES
+    name: str  # the name, setting, package or metric at fault
+    confident: bool  # the evidence names the cause; False: a likely cause the data cannot confirm
+    cause: str
+    fix: str
+    evidence: str  # the log line it rests on
+    package: str | None = None  # whose release lacks the name
+    importer: str | None = None  # whose code reached for it
+    callable: str | None = None  # what rejected a keyword
+    belongs_to: str | None = None  # the class a rejected keyword belongs to
+    remedy: str | None = None  # "upgrade" (package), "upgrade-importer", "pin" (package)
+    data: str = ""  # what the conclusion was read from: "API histories", "the installed trl 1.16.0", "the log"
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in vars(self).items() if v not in (None, "")}
+
+
+# --- versions a log states -----------------------------------------------------------------------------------
+
+_ALIASES = {"pytorch": "torch", "swift": "ms-swift", "ms_swift": "ms-swift", "hf-hub": "huggingface-hub"}
+_V = r"v?(\d+(?:\.\d+)+(?:[.+-]?(?:dev|rc|post|a|b)\d*)?(?:\+[\w.]+)?)"
+# "- TRL version: 0.13.0", "- **TRL version:** 0.19.1", "trl = 0.15.2", "- unsloth: 2025.9.9", "trl==0.25.0",
+# "trl    0.25.0" (pip list): a line that is a name and a version and nothing else.
+_STATED = re.compile(
+    rf"^[ \t]*(?:[-*][ \t]*)?(?:\*\*)?`?(?P<name>[A-Za-z][\w.-]*?)`?(?:[ \t]+version)?(?:\*\*)?[ \t]*"
+    rf"(?:==|=|:|[ \t])(?:\*\*)?[ \t]*{_V}[ \t]*$",
+    re.M | re.I,
+)
+# unsloth's banner: "Unsloth 2026.1.4: Fast Qwen2 patching. Transformers: 4.57.6. vLLM: 0.10.2."
+_UNSLOTH_BANNER = re.compile(rf"Unsloth {_V}: Fast .*?Transformers: {_V}\.(?: vLLM: {_V}\.)?")
+# transformers' require_version, which packages use for their own floors: "... is required for a normal
+# functioning of this module, but found peft==0.14.0."
+_BUT_FOUND = re.compile(rf"but found ([A-Za-z][\w.-]*)=={_V}")
+# A pin inside a sentence: "I use trl==0.15.0, but ..."
+_INLINE_PIN = re.compile(rf"(?<![\w.-])([A-Za-z][\w.-]*)=={_V}")
+# pip's own lines: "Successfully installed unsloth-2025.5.8 unsloth_zoo-2025.5.10"
+_PIP_INSTALLED = re.compile(r"Successfully installed ([^\n]+)")
+
+
+def _distribution_name(name: str) -> str:
+    name = name.lower().replace("_", "-")
+    return _ALIASES.get(name, name)
+
+
+STATED_SPAN = 200_000  # a log's first and last characters searched for name-version lines (env dumps, pip freeze)
+
+
+def stated_versions(text: str, tracked: dict[str, str] | None = None) -> dict[str, str]:
+    """Every distribution's version a log states, first statement wins; wider than ``versions_in`` (any package).
+
+    ``tracked``: ``versions_in(text)`` when the caller has it already (it reads the whole log, ~1 s for 15 MB).
+    """
+    from grpo_compat.catalogue.log_matching import versions_in
+
+    found = dict(versions_in(text) if tracked is None else tracked)
+
+    def note(name: str, version: str) -> None:
+        found.setdefault(_distribution_name(name), version)
+
+    ends = text if len(text) <= 2 * STATED_SPAN else text[:STATED_SPAN] + "\n" + text[-STATED_SPAN:]
+    for line in _STATED.finditer(ends):
+        note(line.group("name"), line.group(2))
+    for banner in _UNSLOTH_BANNER.finditer(ends):
+        note("unsloth", banner.group(1))
+        note("transformers", banner.group(2))
+        if banner.group(3):
+            note("vllm", banner.group(3))
+    for line in _PIP_INSTALLED.finditer(ends):
+        for item in line.group(1).split():
+            name, _, version = item.rpartition("-")
+            if name and re.match(r"\d", version):
+                note(name, version)
+    for found_line in _BUT_FOUND.finditer(ends):
+        note(found_line.group(1), found_line.group(2))
+    for pin in _INLINE_PIN.finditer(ends):  # last: the weakest statement
+        note(pin.group(1), pin.group(2))
+    return found
+
+
+# --- the data: API histories when they hold a package, else the installed release's source ------------------
+
+
+def _history(distribution: str):
+    """The API history of a distribution (grpo_compat.histories), or None when there is none for it."""
+    try:
+        from grpo_compat import histories
+    except ImportError:  # the histories package is not in this build
+        return None
+    return histories.load(distribution)
+
+
+@cache
+def _installed_root(top_module: str) -> Path | None:
+    """The folder of an installed top-level package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(top_module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@cache
+def _installed_source(module: str) -> ast.Module | None:
+    root = _installed_root(module.split(".", 1)[0])
+    if root is None:
+        return None
+    parts = module.split(".")[1:]
+    for path in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+        if path.is_file():
+            try:
+                return ast.parse(path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError):
+                return None
+    return None
+
+
+def _installed_version(distribution: str) -> str | None:
+    from grpo_compat.core.versions import installed_version
+
+    return installed_version(distribution)
+
+
+def _installed_parameters(module: str, qualname: str) -> set[str] | None:
+    """Parameter names of ``Class.method`` (or a dataclass's fields for ``Class``) in the installed source."""
+    tree = _installed_source(module)
+    if tree is None:
+        return None
+    cls_name, _, method = qualname.partition(".")
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls_name:
+            if not method:
+                return {
+                    s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                }
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    a = item.args
+                    return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    return None
+
+
+# Where the classes a GRPO log names live: the class a keyword may belong to instead.
+_GRPO_CLASSES = {
+    "GRPOConfig": ("trl", "trl.trainer.grpo_config", "GRPOConfig", None),
+    "GRPOTrainer": ("trl", "trl.trainer.grpo_trainer", "GRPOTrainer", "__init__"),
+    "Trainer": ("transformers", "transformers.trainer", "Trainer", "__init__"),
+}
+# For a rejected keyword: which other class to look in. A config that rejects it -> its trainer; a trainer -> its
+# base (transformers' Trainer), since a user passes Trainer's arguments expecting GRPOTrainer to take them.
+_SIBLING = {"GRPOConfig": "GRPOTrainer", "GRPOTrainer": "Trainer"}
+
+
+def _role(callable_name: str) -> str | None:
+    """``AxolotlGRPOConfig.__init__`` -> ``GRPOConfig``: the trl class a (sub)class name stands for."""
+    cls = callable_name.split(".")[-2] if callable_name.endswith("__init__") else callable_name.split(".")[-1]
+    for role in ("GRPOConfig", "GRPOTrainer"):
+        if cls.endswith(role):
+            return role
+    return "Trainer" if cls == "Trainer" else None
+
+
+def _takes(role: str, keyword: str, versions: dict[str, str]) -> tuple[bool | None, str]:
+    """Whether the trl / transformers class ``role`` takes ``keyword``, and the data that says so."""
+    distribution, module, cls, method = _GRPO_CLASSES[role]
+    version = versions.get(distribution)
+    history = _history(distribution)
+    qualname = f"{module}.{cls}" + (f".{method}" if method else "")
+    if history is not None and version and history.nearest(version):
+        at = history.nearest(version)
+        if method:
+            signature = history.signature(qualname, at)
+            if signature is not None:
+                return any(p.name == keyword for p in signature.parameters), f"{distribution} {at} (API histories)"
+        else:
+            return keyword in history.fields(qualname, at), f"{distribution} {at} (API histories)"
+    installed = _installed_version(distribution)
+    names = _installed_parameters(module, cls + (f".{method}" if method else ""))
+    if names is None:
+        return None, ""
+    return keyword in names, f"the installed {distribution} {installed}"
+
+
+# --- reading the error ---------------------------------------------------------------------------------------
+
+_IMPORT_NAME = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<module>[\w.]+)'(?: \((?P<path>[^)\n]*)\))?")
+_NO_MODULE = re.compile(r"No module named '?(?P<module>[A-Za-z_][\w.]*)'?")
+_ATTR_MODULE = re.compile(r"module '?(?P<module>[\w.]+)'? has no attribute '?(?P<name>\w+)'?")
+_ATTR_OBJECT_QUOTED = re.compile(r"'(?P<owner>\w+)' (?:object )?has no attribute '(?P<name>\w+)'")
+_UNEXPECTED_KEYWORD = re.compile(
+    r"(?P<callable>[\w.]+)\(\) got (?:an )?unexpected keyword (?:argument )?'(?P<name>\w+)'"
+)
+_MISSING_ARGUMENT = re.compile(r"(?P<callable>[\w.]+)\(\) missing \d+ required positional arguments?: '(?P<name>\w+)'")
+_ARITY = re.compile(
+    r"(?P<callable>[\w.]+)\(\) takes (?P<takes>\d+) positional arguments? but (?P<given>\d+) (?:were|was) given"
+)
+_NAME_ERROR = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
+# A traceback frame: Python's `File "path", line N`, IPython's `File path.py:N` and `path.py in <function>`
+# (Colab renders the path as a markdown link: `[path.py](url) in <module>`).
+_FRAME = re.compile(
+    r"""(?:File "(?P<path>[^"\n]+)", line \d+|File (?P<ipath>\S+\.py):\d+"""
+    r"""|\[?(?P<npath>[^\s\[\]()]+\.py)\]?(?:\([^)\s]*\))? in <?\w)"""
+)
+_PRECISION = re.compile(
+    r"Your setup doesn't support bf16/gpu|BFloat16 is not supported on MPS"
+    r"|fp16.{0,60}can only be used on CUDA"
+)
+_TRL_SERVER_ROUTES = re.compile(
+    r"vllm_client\.py.*?\n.*?(?:init_communicator|get_world_size)[\s\S]{0,400}?Request failed: 404"
+)
+_SERVER_DOWN = re.compile(r"Server is not up yet|Connection refused[\s\S]{0,200}?/health")
+
+
+def _matches(pattern: re.Pattern, text: str, literal: str):
+    """``pattern``'s matches on the lines holding ``literal``: a str.find per line instead of a regex per position."""
+    start = text.find(literal)
+    while start != -1:
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end == -1 else line_end
+        # a match may run onto the next lines (a traceback's routes): give it a few hundred characters more
+        yield from pattern.finditer(text, line_start, min(len(text), line_end + 600))
+        start = text.find(literal, line_end)
+
+
+def _line(text: str, position: int) -> str:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    return text[start : end if end != -1 else len(text)].strip()[:300]
+
+
+def _importer(text: str, position: int) -> str | None:
+    """The package whose code raised: the last traceback frame before ``position`` that is in an install."""
+    frames = list(_FRAME.finditer(text, max(0, position - 20_000), position))  # the traceback above the error
+    for frame in reversed(frames):
+        path = (frame.group("path") or frame.group("ipath") or frame.group("npath") or "").replace("\\", "/")
+        if "unsloth_compiled_cache" in path:
+            return "unsloth"
+        package = re.search(r"-packages/([A-Za-z_]\w*)/", path)
+        if package:
+            return distribution_of(package.group(1)).replace("_", "-")
+        return None  # the user's own code (or a checkout): not a package's
+    return None
+
+
+def _spans_text(spans: list[tuple[str, str]]) -> str:
+    return ", ".join(first if first == last else f"{first}-{last}" for first, last in spans)
+
+
+def _name_missing(
+    name: str, module: str, evidence: str, importer: str | None, versions: dict[str, str], trl_vllm: dict | None
+) -> Finding:
+    package = distribution_of(module).replace("_", "-")
+    version = versions.get(package)
+    importer = importer if importer != package else None
+    where = f"{module} of {package} {version}" if version else f"{module} ({package}, version not in the log)"
+    cause = f"{where} has no '{name}'" + (f", which {importer}'s code imports" if importer else "")
+    history = _history(package)
+    if history is not None and version:
+        spans = history.name_spans(module, name)
+        moved = [(m, f, last) for m, f, last in history.where(name) if m != module]
+        newest = history.nearest(version)
+        if spans and newest and release(spans[0][0]) > release(newest):
+            return Finding(
+                "name-missing",
+                name,
+                True,
+                f"{cause}: it first appears in {package} {spans[0][0]}.",
+                f"pip install '{package}>={spans[0][0]}'",
+                evidence,
+                package,
+                importer,
+                remedy="upgrade",
+                data="API histories",
+            )
+        if spans and newest and release(spans[-1][1]) < release(newest):
+            last = spans[-1][1]
+            fix = f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else "")
+            moved_text = f"; it moved to {moved[-1][0]}" if moved else ""
+            return Finding(
+                "name-missing",
+                name,
+                True,
+                f"{cause}: {package} had it in {_spans_text(spans)} and removed it after {last}{moved_text}.",
+                fix,
+                evidence,
+                package,
+                importer,
+                remedy="upgrade-importer" if importer else "pin",
+                data="API histories",
+            )
+    if trl_vllm and package == "vllm" and trl_vllm.get("status") == "outside" and trl_vllm.get("trl_declares"):
+        declared = trl_vllm["trl_declares"]
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{cause}; trl {trl_vllm['trl']} declares vllm{declared} (its own warning in the log), "
+            f"so this vLLM is newer than the trl supports.",
+            f"pip install 'vllm{declared}', or a trl that supports vLLM {version}",
+            evidence,
+            package,
+            importer or "trl",
+            remedy="pin",
+            data="trl's warning in the log",
+        )
+    fix = (
+        f"install a {package} release that has '{name}'"
+        + (f", or the {importer} release made for {package} {version}" if importer and version else "")
+        + " (grpo_compat has no API history of "
+        f"{package} to say which releases define it)"
+    )
+    return Finding("name-missing", name, True, cause + ".", fix, evidence, package, importer, data="the log")
+
+
+# vLLM classes trl and ms-swift construct with keywords a vLLM release may not know yet (or any more).
+_VLLM_CLASSES = ("EngineArgs", "AsyncEngineArgs", "LLM", "SamplingParams", "LLMEngine")
+
+
+def _reward_contract(callable_name: str, name: str, evidence: str, missing: bool = False) -> Finding:
+    """A reward function and the keywords GRPO calls it with: prompts, completions, completion_ids, every column."""
+    if missing:
+        cause = (
+            f"{callable_name} requires '{name}', which GRPO passes only as a dataset column of that name: the "
+            "rows reaching it have no such column (absent, or dropped before the reward ran)."
+        )
+        fix = f"give the dataset a '{name}' column (keep it: remove_unused_columns=False), or make it optional"
+    else:
+        cause = (
+            f"the trainer calls {callable_name} with keyword arguments (prompts, completions, completion_ids "
+            f"and the dataset's columns) it does not declare, here '{name}'."
+        )
+        fix = f"give {callable_name} a **kwargs parameter"
+    return Finding("reward-contract", name, True, cause, fix, evidence, callable=callable_name, data="the log")
+
+
+def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str, str]) -> Finding | None:
+    role = _role(callable_name)
+    cls = callable_name.removesuffix(".__init__").split(".")[-1]
+    if role is None and cls in _VLLM_CLASSES:
+        version = versions.get("vllm")
+        return Finding(
+            "keyword-not-accepted",
+            keyword,
+            True,
+            f"vLLM's {cls} has no '{keyword}'"
+            + (f" in vllm {version}" if version else "")
+            + ": the caller was written for a vLLM release that has it.",
+            "install the vLLM release the caller (trl / ms-swift) declares",
+            evidence,
+            package="vllm",
+            callable=cls,
+            data="the log",
+        )
+    if role is None and "reward" in cls.lower():
+        return _reward_contract(cls, keyword, evidence)
+    if role is None:
+        return None
+    sibling = _SIBLING.get(role)
+    if sibling:
+        takes_here, here = _takes(role, keyword, versions)
+        takes_there, there = _takes(sibling, keyword, versions)
+        if takes_there and not takes_here:
+            # A config's keyword belongs on its trainer; a trainer's base argument GRPOTrainer does not pass on.
+            fix = (
+                f"pass {keyword}= to {sibling}(...), not to {role}(...)"
+                if role == "GRPOConfig"
+                else f"drop {keyword}= from {role}(...): it takes no such argument, though {sibling} does"
+            )
+            return Finding(
+                "keyword-not-accepted",
+                keyword,
+                True,
+                f"'{keyword}' is an argument of {sibling} ({there}), not of {role} ({here}): "
+                f"{callable_name} rejects it.",
+                fix,
+                evidence,
+                callable=role,
+                belongs_to=sibling,
+                data=there if there == here else f"{there}; {here}",
+            )
+        if role == "GRPOTrainer" and takes_here is False:
+            return Finding(
+                "keyword-not-accepted",
+                keyword,
+                True,
+                f"GRPOTrainer.__init__ has no parameter '{keyword}' ({here}).",
+                f"drop {keyword}= from GRPOTrainer(...)",
+                evidence,
+                callable=role,
+                data=here,
+            )
+    if role == "GRPOConfig":
+        from grpo_compat.settings.history import load
+
+        trl = load("trl")
+        version = versions.get("trl") or _installed_version("trl")
+        spans = trl.spans(keyword)
+        at = trl.nearest(version) if version else None
+        if spans and at and release(spans[0][0]) > release(at):
+            return Finding(
+                "keyword-not-accepted",
+                keyword,
+                True,
+                f"GRPOConfig has '{keyword}' from trl {spans[0][0]}; trl {version} does not.",
+                f"pip install 'trl>={spans[0][0]}'",
+                evidence,
+                package="trl",
+                callable=role,
+                remedy="upgrade",
+                data="grpo_compat's settings history of trl",
+            )
+    return None
+
+
+def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[tuple[int, Finding]]:
+    found: list[tuple[int, Finding]] = []
+    for m in _matches(_IMPORT_NAME, text, "cannot import name"):
+        found.append(
+            (
+                m.start(),
+                _name_missing(
+                    m.group("name"),
+                    m.group("module"),
+                    _line(text, m.start()),
+                    _importer(text, m.start()),
+                    versions,
+                    trl_vllm,
+                ),
+            )
+        )
+    for m in _matches(_NO_MODULE, text, "No module named"):
+        module = m.group("module")
+        evidence = _line(text, m.start())
+        if "WARNING" in evidence or "Warning:" in evidence:  # logged and carried on: not what stopped the run
+            continue
+        importer = _importer(text, m.start())
+        if "." in module:  # a submodule missing from an installed package: the package's release lacks it
+            parent, _, leaf = module.rpartition(".")
+            found.append((m.start(), _name_missing(leaf, parent, evidence, importer, versions, trl_vllm)))
+        else:
+            package = distribution_of(module).replace("_", "-")
+            who = f"{importer}'s code imports it" if importer else "the run imports it"
+            found.append(
+                (
+                    m.start(),
+                    Finding(
+                        "missing-package",
+                        package,
+                        True,
+                        f"{package} is not installed; {who}.",
+                        f"pip install {package}" + (f" (or check that {importer} declares it)" if importer else ""),
+                        evidence,
+                        package=package,
+                        importer=importer,
+                        data="the log",
+                    ),
+                )
+            )
+    for m in _matches(_ATTR_MODULE, text, "has no attribute"):
+        finding = _name_missing(
+            m.group("name"), m.group("module"), _line(text, m.start()), _importer(text, m.start()), versions, trl_vllm
+        )
+        quoted = text[m.end() - 1] == "'" or text[m.end() : m.end() + 1] == "'"
+        # without quotes (lost in pasting) the name's end is a guess: offered, not asserted
+        found.append((m.start(), finding if quoted else replace(finding, confident=False)))
+    for m in _matches(_ATTR_OBJECT_QUOTED, text, "has no attribute"):
+        finding = _object_attribute(m.group("owner"), m.group("name"), text, m.start(), versions)
+        if finding is not None:
+            found.append((m.start(), finding))
+    for m in _matches(_UNEXPECTED_KEYWORD, text, "unexpected keyword"):
+        finding = _keyword(m.group("callable"), m.group("name"), _line(text, m.start()), versions)
+        if finding is not None:
+            found.append((m.start(), finding))
+    for m in _matches(_MISSING_ARGUMENT, text, "required positional argument"):
+        if "reward" in m.group("callable").lower():
+            found.append(
+                (
+                    m.start(),
+                    _reward_contract(m.group("callable"), m.group("name"), _line(text, m.start()), missing=True),
+                )
+            )
+    for m in _matches(_NAME_ERROR, text, "is not defined"):
+        finding = _name_error(m.group("name"), _line(text, m.start()), text, m.start(), versions)
+        if finding is not None:
+            found.append((m.start(), finding))
+    for m in (m for literal in ("bf16", "BFloat16", "fp16", "FP16") for m in _matches(_PRECISION, text, literal)):
+        setting = "fp16" if "fp16" in m.group().lower() else "bf16"
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "machine-cannot-run",
+                    setting,
+                    True,
+                    f"{setting} is set, and this machine cannot run it (no GPU with {setting} support: CPU-only, "
+                    "an older GPU, "
+                    "or Apple MPS).",
+                    f"set {setting} false here (fp32 on CPU), or run on a GPU that supports {setting}",
+                    _line(text, m.start()),
+                    data="the log",
+                ),
+            )
+        )
+    for m in _matches(_TRL_SERVER_ROUTES, text, "vllm_client.py"):
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "vllm-wiring",
+                    "trl vllm-serve",
+                    True,
+                    "vllm_mode='server' reached a server without trl's weight-sync routes (/get_world_size/, "
+                    "/init_communicator/): a plain `vllm serve`, not `trl vllm-serve`.",
+                    "start the server with `trl vllm-serve --model ...`",
+                    _line(text, m.end() - 1),
+                    data="the log",
+                ),
+            )
+        )
+    return found
+
+
+def _object_attribute(owner: str, name: str, text: str, position: int, versions: dict[str, str]) -> Finding | None:
+    """``'Owner' object has no attribute 'name'``, for the owners a GRPO run has: trl's configs and trainers (and
+    their subclasses in other projects), transformers' models, value-head wrappers, unsloth's vLLM engine."""
+    evidence = _line(text, position)
+    importer = _importer(text, position)
+    if name == "vllm_engine":  # unsloth's model attribute, set only when it loaded vLLM
+        return Finding(
+            "vllm-wiring",
+            name,
+            True,
+            f"the trainer uses vLLM (use_vllm=True) but the model ({owner}) was loaded without unsloth's vLLM engine, "
+            "so it has no vllm_engine.",
+            "load it with FastLanguageModel.from_pretrained(..., fast_inference=True) where unsloth supports vLLM for "
+            "the model, else set use_vllm=False",
+            evidence,
+            data="the log",
+        )
+    if owner.endswith("WithValueHead"):  # trl's PPO wrapper: GRPO trains the causal LM itself
+        return Finding(
+            "wrong-model-class",
+            owner,
+            True,
+            f"GRPO was given {owner}, a value-head wrapper for PPO; GRPOTrainer expects a plain causal LM, so the "
+            f"attributes it sets on a model ('{name}') are not there.",
+            "pass AutoModelForCausalLM.from_pretrained(...) (or the model id) to GRPOTrainer",
+            evidence,
+            data="the log",
+        )
+    if owner.endswith("GRPOConfig"):
+        return _config_field(name, evidence, importer, versions)
+    if owner.endswith("Trainer") and "GRPO" in owner:
+        if owner == "GRPOTrainer" and importer in (None, "trl"):
+            # trl's own trainer reading an attribute its base (transformers' Trainer) sets in some releases
+            version = versions.get("transformers")
+            return Finding(
+                "name-missing",
+                name,
+                False,
+                f"trl's GRPOTrainer reads '{name}', which transformers' Trainer"
+                + (f" {version}" if version else "")
+                + " does not set: trl and transformers releases that do not "
+                "match.",
+                "install the transformers release range your trl declares",
+                evidence,
+                package="transformers",
+                importer="trl",
+                data="the log",
+            )
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{owner} (a subclass of trl's GRPOTrainer) uses '{name}', which the installed trl's GRPOTrainer no "
+            "longer (or not yet) has: the subclass was written for another trl release.",
+            f"install the trl release {importer or 'the project'} was written for, or update {importer or 'it'}",
+            evidence,
+            package="trl",
+            importer=importer,
+            data="the log",
+        )
+    if owner.endswith(("ForCausalLM", "ForConditionalGeneration", "PreTrainedModel")) and importer == "trl":
+        version = versions.get("transformers")
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"trl sets or reads '{name}' on a transformers model ({owner}), which transformers"
+            + (f" {version}" if version else "")
+            + " does not have: trl and transformers releases that do not match.",
+            "install the transformers range your trl declares, or a trl made for this transformers",
+            evidence,
+            package="transformers",
+            importer="trl",
+            data="the log",
+        )
+    return None
+
+
+def _config_field(name: str, evidence: str, importer: str | None, versions: dict[str, str]) -> Finding:
+    """A GRPOConfig field the code reads: from grpo_compat's settings history of every trl release since 0.14."""
+    from grpo_compat.settings.history import load
+
+    trl = load("trl")
+    version = versions.get("trl")
+    at = trl.nearest(version) if version else None
+    spans = trl.spans(name)
+    who = importer or "the code"
+    if spans and at and release(spans[0][0]) > release(at):
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"GRPOConfig has '{name}' from trl {spans[0][0]}; trl {version} does not, and {who} reads it.",
+            f"pip install 'trl>={spans[0][0]}'",
+            evidence,
+            package="trl",
+            importer=importer,
+            remedy="upgrade",
+            data="grpo_compat's settings history of trl",
+        )
+    removed = trl.removed_after(name, version) if version and spans else None
+    if removed:
+        last, first_without = removed
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"GRPOConfig had '{name}' until trl {last} and dropped it in {first_without}; {who} still reads it.",
+            f"pip install 'trl<={last}'" + (f", or update {importer}" if importer else ""),
+            evidence,
+            package="trl",
+            importer=importer,
+            remedy="upgrade-importer" if importer else "pin",
+            data="grpo_compat's settings history of trl",
+        )
+    return Finding(
+        "name-missing",
+        name,
+        True,
+        "GRPOConfig" + (f" of trl {version}" if version else "") + f" has no '{name}', which {who} reads: "
+        "the code and the trl release do not match.",
+        "install the trl release the code was written for",
+        evidence,
+        package="trl",
+        importer=importer,
+        data="the log",
+    )
+
+
+# Names some package defines only when another is installed (trl's and ms-swift's guarded imports).
+def _name_error(name: str, evidence: str, text: str, position: int, versions: dict[str, str]) -> Finding | None:
+    importer = _importer(text, position)
+    for distribution in sorted(set(versions) | {"transformers", "trl", "peft", "vllm"}):
+        history = _history(distribution)
+        modules = [m for m, _, _ in history.where(name)] if history is not None else []
+        if not modules:
+            root = _installed_root(distribution.replace("-", "_"))
+            init = root / "__init__.py" if root else None
+            if (
+                init is None
+                or not init.is_file()
+                or f'"{name}"' not in init.read_text(encoding="utf-8", errors="ignore")
+            ):
+                continue
+            source = f"the installed {distribution} {_installed_version(distribution)}"
+        else:
+            source = "API histories"
+        if distribution == importer:
+            continue
+        installed = versions.get(distribution) or _installed_version(distribution)
+        if installed is None:
+            return Finding(
+                "missing-package",
+                distribution,
+                True,
+                f"'{name}' comes from {distribution}, which is not installed; {importer or 'the code'} "
+                "uses it without the import having run.",
+                f"pip install {distribution}",
+                evidence,
+                package=distribution,
+                importer=importer,
+                data=source,
+            )
+        return Finding(
+            "name-missing",
+            name,
+            False,
+            f"'{name}' is {distribution}'s ({source}); {importer or 'the code'} imports it only under a "
+            f"guard that did not hold for {distribution} {installed}: {importer or 'the code'} predates "
+            f"that {distribution}.",
+            f"upgrade {importer}" if importer else f"check {distribution}'s version",
+            evidence,
+            package=distribution,
+            importer=importer,
+            remedy="upgrade-importer" if importer else None,
+            data=source,
+        )
+    return None
+
+
+# --- metrics -------------------------------------------------------------------------------------------------
+
+_METRIC_NAMES = (
+    "loss",
+    "grad_norm",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/clipped_ratio",
+    "clipped_ratio",
+    "completions/mean_terminated_length",
+    "mean_terminated_length",
+    "reward",
+)
+_NUMBER = r"(-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan)"
+# The key first (a pattern that opens with a lookbehind is tried at every position: 5x slower on metric lines);
+# what precedes it is checked in metrics_in, so that "train_loss" is not "loss" nor "rewards/x/reward" "reward".
+_METRIC = re.compile(
+    r"(?P<key>"
+    + "|".join(re.escape(n) for n in sorted(_METRIC_NAMES, key=len, reverse=True))
+    + r")['\"`]?\s*(?:[:=]|\|)\s*[`'\"*]*"
+    + _NUMBER
+)
+
+
+def metrics_in(text: str) -> dict[str, list[float]]:
+    """Every value the log shows for the GRPO metrics above: dict / JSON lines, ``key: value``, table rows."""
+    values: dict[str, list[float]] = {}
+    for m in _METRIC.finditer(text):
+        before = text[m.start() - 1 : m.start()]
+        if before.isalnum() or before in ("_", "/"):  # the end of a longer name
+            continue
+        key = m.group("key").split("/")[-1]
+        values.setdefault(key, []).append(float(m.group(2)))
+    return values
+
+
+METRICS_TAIL = 200_000  # characters of a log's end whose metric lines are read: the latest ~2,000 steps
+
+
+def _metric_findings(text: str) -> list[tuple[int, Finding]]:
+    text = text[-METRICS_TAIL:]
+    values = metrics_in(text)
+    if not values:
+        return []
+    evidence = next((_line(text, m.start()) for m in _METRIC.finditer(text)), "")
+
+    def mostly(key: str, test) -> bool:
+        seen = values.get(key, [])
+        return bool(seen) and sum(map(test, seen)) >= max(1, 0.8 * len(seen))
+
+    clipped = mostly("clipped_ratio", lambda v: v >= 0.9) or mostly("mean_terminated_length", lambda v: v == 0)
+    no_spread = mostly("reward_std", lambda v: v == 0) or mostly("frac_reward_zero_std", lambda v: v >= 0.99)
+    spread = mostly("reward_std", lambda v: v > 0) or mostly("frac_reward_zero_std", lambda v: v < 0.99)
+    if clipped:
+        # Offered, never asserted: cut completions that still get different rewards train, and alike rewards on cut
+        # completions may come from the reward itself (a constant or broadcast reward looks the same in metrics).
+        return [
+            (
+                0,
+                Finding(
+                    "truncation",
+                    "max_completion_length",
+                    False,
+                    "completions are cut at the length limit (clipped_ratio ~1, no completion ends with EOS)"
+                    + (
+                        ": every reward is alike, so no advantage and no gradient."
+                        if no_spread
+                        else "; the rewards still differ, so it trains, on cut completions."
+                        if spread
+                        else "."
+                    ),
+                    "raise max_completion_length until most completions end on their own",
+                    evidence,
+                    data="the log's metrics",
+                ),
+            )
+        ]
+    if no_spread and mostly("grad_norm", lambda v: v == 0):
+        return [
+            (
+                0,
+                Finding(
+                    "no-learning",
+                    "reward_std",
+                    True,
+                    "each group's completions get the same reward (reward_std 0): the advantage is 0, "
+                    "so is the gradient.",
+                    "make rewards differ within a group: a graded reward, more generations, a higher temperature",
+                    evidence,
+                    data="the log's metrics",
+                ),
+            )
+        ]
+    if (
+        mostly("loss", lambda v: abs(v) < 1e-3)
+        and mostly("grad_norm", lambda v: v > 0)
+        and (mostly("reward_std", lambda v: v > 0) or mostly("frac_reward_zero_std", lambda v: v < 1))
+    ):
+        return [
+            (
+                0,
+                Finding(
+                    "expected-zero-loss",
+                    "loss",
+                    True,
+                    "not a failure: with one iteration per generation (num_iterations=1) the ratio is 1 and the "
+                    "advantages "
+                    "sum to zero in each group, so the logged loss is ~0 while its gradient is not (grad_norm > 0).",
+                    "nothing to fix; watch reward, not loss (beta > 0 adds a visible KL term)",
+                    evidence,
+                    data="the log's metrics",
+                ),
+            )
+        ]
+    return []
+
+
+@dataclass
+class Reasoning:
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def answer(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+
+def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
+    """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
+    found = _errors(text, versions, trl_vllm) + _metric_findings(text)
+    found.sort(key=lambda item: -item[0])
+    ordered: list[Finding] = []
+    for _, finding in found:
+        if all((f.cls, f.name) != (finding.cls, finding.name) for f in ordered):
+            ordered.append(finding)
+    ordered.sort(key=lambda f: not f.confident)
+    return Reasoning(ordered)
