@@ -122,7 +122,7 @@ def test_a_python_without_grpo_compat_is_stopped_where_it_imports_trl_and_says_w
     trainer = run(bare, "-c", "import trl", cwd=tmp_path)
     assert trainer.returncode == 1
     assert (
-        f"{bare} cannot import grpo_compat" in trainer.stderr and f"{bare} -m pip install grpo-compat" in trainer.stderr
+        f"{bare} cannot import grpo_compat" in trainer.stderr and f"{bare} -m pip install {REPO}" in trainer.stderr
     )
 
 
