@@ -104,3 +104,5 @@ def test_the_readmes_url_form_names_this_versions_tag():
 
     (line,) = install_block("url")
     assert line == f'pip install "git+{REPOSITORY_URL}@v{__version__}"'
+    with_uv = f'pip install "grpo-compat[matrix] @ git+{REPOSITORY_URL}@v{__version__}"'  # the matrix's, in CI
+    assert with_uv in (REPO / "docs" / "ci.md").read_text()
