@@ -85,6 +85,18 @@ def test_the_readmes_wheel_form_installs_the_release_wheel_and_apply_runs(tmp_pa
     env = fresh_env(tmp_path)
     run_lines([line], wheel.parent, env)
     assert_installed_and_applies(env, tmp_path)
+    # A launch's Python without grpo_compat is told an install line that works: the README's URL form at this release
+    bare = Path(sys.base_prefix) / "bin" / "python3"
+    stopped = subprocess.run(
+        ["grpo-compat", "run", "--", str(bare), "-c", "import trl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    version = wheel.name.split("-")[1]
+    assert f'-m pip install "git+{REPOSITORY_URL}@v{version}"' in stopped.stderr, stopped.stderr
 
 
 def test_the_readmes_url_form_names_this_versions_tag():
@@ -92,3 +104,5 @@ def test_the_readmes_url_form_names_this_versions_tag():
 
     (line,) = install_block("url")
     assert line == f'pip install "git+{REPOSITORY_URL}@v{__version__}"'
+    with_uv = f'pip install "grpo-compat[matrix] @ git+{REPOSITORY_URL}@v{__version__}"'  # the matrix's, in CI
+    assert with_uv in (REPO / "docs" / "ci.md").read_text()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.core.report import ONE_LINE_MARK
-from tests.helpers import REPO, TEARDOWN_ABORT, grpo_compat_frames
+from tests.helpers import REPO, TEARDOWN_ABORT, TRACEBACK_FRAME, grpo_compat_frames
 
 BIN = Path(sys.executable).parent
 USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
@@ -121,9 +121,7 @@ def test_a_python_without_grpo_compat_is_stopped_where_it_imports_trl_and_says_w
     assert helper.returncode == 0 and "runs as before" in helper.stdout
     trainer = run(bare, "-c", "import trl", cwd=tmp_path)
     assert trainer.returncode == 1
-    assert (
-        f"{bare} cannot import grpo_compat" in trainer.stderr and f"{bare} -m pip install grpo-compat" in trainer.stderr
-    )
+    assert f"{bare} cannot import grpo_compat" in trainer.stderr and f"{bare} -m pip install {REPO}" in trainer.stderr
 
 
 def test_print_env_gives_the_exports_for_a_job_script():
@@ -268,7 +266,8 @@ def test_trl_grpo_config_trains_patched_and_an_impossible_config_is_refused(tiny
     (tmp_path / "grpo.yaml").write_text(json.dumps({**config, "num_generations": 1}))
     refused = run(str(BIN / "trl"), "grpo", "--config", "grpo.yaml", cwd=tmp_path)
     assert refused.returncode != 0 and "GRPOSettingsError: GRPO needs at least 2 completions" in refused.stderr
-    assert not grpo_compat_frames(refused.stderr) and 'grpo.py", line' in refused.stderr  # trl's frames, not ours
+    frames = TRACEBACK_FRAME.findall(refused.stderr)
+    assert not grpo_compat_frames(refused.stderr) and any("/trl/" in path for path in frames)  # trl's stay, ours not
 
 
 @pytest.mark.slow

@@ -31,8 +31,27 @@ class _RefuseUnpatchedTraining:
         if name in ("trl", "swift"):
             _refuse(
                 f"{sys.executable} cannot import grpo_compat, so it would train without it (it imports {name}); "
-                f"install it into that environment: {sys.executable} -m pip install grpo-compat"
+                f"install it into that environment: {_install_command()}"
             )
+
+
+def _install_command() -> str:
+    """How the launching grpo_compat (this file's package) installs into another Python: pip of its checkout's
+    folder, else the repository's URL at its release (grpo-compat is on no package index: README, Install)."""
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(home, "pyproject.toml")):
+        return f"{sys.executable} -m pip install {home}"
+    prefix, suffix = "grpo_compat-", ".dist-info"  # the installed release's metadata folder, beside the package
+    releases = [
+        entry[len(prefix) : -len(suffix)]
+        for entry in os.listdir(home)
+        if entry.startswith(prefix) and entry.endswith(suffix)
+    ]
+    tag = f"@v{releases[0]}" if len(releases) == 1 else ""
+    return (
+        f'{sys.executable} -m pip install "git+https://github.com/grpo-compat/grpo-compat{tag}" '
+        "(or the clone or wheel you installed it from)"
+    )
 
 
 def _apply():
