@@ -156,6 +156,10 @@ THINK_BLOCK_KEPT_RUNS = {"think-block-qwen3.5": ("template=qwen3_5_think",), "th
 # trl 1.9, the first with upstream's fix, outside the patch's window: SFT on that turn under Qwen3.5 Think's template
 # trains on its reasoning inside the think block, plain and patched alike (to the weights patched trl 1.8.0 ends with).
 THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
+# A LoRA policy trained by GRPOTrainer (peft_config): what a peft release is proven on in a trl cell without vLLM
+# (the vLLM cells sync a LoRA policy: vllm-lora). From trl 1.0, where the peft cells' plans had no LoRA run; the older
+# peft cells (trl-0.15, trl-0.29-peft-zero3) prove theirs through the PEFT reproducers and tests.
+LORA_SMOKE = ("trl>=1.0", "peft")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -354,6 +358,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs.append(Run("lora-bf16-merge", "plain", "lora-merge", expectation=expectation, group=LORA_BF16_MERGE))
     else:
         runs += _pair("single", "grpo")
+        if window_problem(LORA_SMOKE, versions) is None:
+            runs += _pair("lora", "grpo", flags=("--lora",))
         if window_problem(RESUME_AT_GENERATION, versions) is None:
             resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
