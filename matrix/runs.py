@@ -158,9 +158,9 @@ THINK_BLOCK_KEPT_RUNS = {"think-block-qwen3.5": ("template=qwen3_5_think",), "th
 # trl 1.9, the first with upstream's fix, outside the patch's window: SFT on that turn under Qwen3.5 Think's template
 # trains on its reasoning inside the think block, plain and patched alike (to the weights patched trl 1.8.0 ends with).
 THINK_BLOCK_FIXED = ("trl>=1.9,<1.10", "transformers>=5.0")
-# N14 (trl #6700; reproducer peft-adapter-loaded-for-inference): the runs with a LoRA policy that upstream trains, where
-# grpo_compat's check that a weight can move must stay silent, weights identical: continued from an adapter loaded
-# with is_trainable=True, and a new adapter from peft_config.
+# N14 (trl #6700; reproducer peft-adapter-loaded-for-inference): a LoRA policy continued from an adapter loaded with
+# is_trainable=True, which upstream trains: grpo_compat's check that a weight can move stays silent, weights identical
+# (a new adapter from peft_config is the lora pair of LORA_SMOKE).
 LORA_ADAPTER = ("trl>=1.0", "peft>=0.20")
 # trl.fused-loss-check (docs/objective-invariants.md): where trl's fused (Liger) GRPO loss is the objective, the check
 # on the first batch stays silent and the weights are plain's. bnpo: liger-kernel < 0.6.4 lacks the default dapo.
@@ -172,6 +172,10 @@ SLEEP_LEVEL_KEPT = ("ms-swift>=3.2.1,<3.4",)
 # trl.sequence-level-token-sum: GSPO as its paper defines it (loss_type grpo) is left alone, weights and all.
 GSPO = ("trl>=0.20,<1.7",)
 GSPO_PER_SEQUENCE = ("importance_sampling_level=sequence", "loss_type=grpo")
+# A LoRA policy trained by GRPOTrainer (peft_config): what a peft release is proven on in a trl cell without vLLM
+# (the vLLM cells sync a LoRA policy: vllm-lora). From trl 1.0, where the peft cells' plans had no LoRA run; the older
+# peft cells (trl-0.15, trl-0.29-peft-zero3) prove theirs through the PEFT reproducers and tests.
+LORA_SMOKE = ("trl>=1.0", "peft")
 # Census row 14 (ms-swift #5334): a LoRA trained under DeepSpeed bf16 is saved in bf16 and its merge "equals the base".
 LORA_BF16_MERGE = "lora-bf16-merge-rounds-away"
 
@@ -373,6 +377,8 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs.append(Run("lora-bf16-merge", "plain", "lora-merge", expectation=expectation, group=LORA_BF16_MERGE))
     else:
         runs += _pair("single", "grpo")
+        if window_problem(LORA_SMOKE, versions) is None:
+            runs += _pair("lora", "grpo", flags=("--lora",))
         if window_problem(RESUME_AT_GENERATION, versions) is None:
             resume = ("--steps", "4", "--resume-from-step", str(RESUMED_AT))
             runs += _pair("resume-at-generation", "grpo", settings=RESUME_SETTINGS, checks=("resumed",), flags=resume)
@@ -380,7 +386,6 @@ def _smoke_runs(versions: dict[str, str | None], device: str, quick: bool) -> li
             runs += _pair(
                 "lora-adapter-trainable", "grpo", checks=("adapter-learns",), flags=("--lora-adapter", "trainable")
             )
-            runs += _pair("lora", "grpo", flags=("--lora",))
         if window_problem(GSPO, versions) is None and not quick:
             runs += _pair("gspo-grpo", "grpo", settings=GSPO_PER_SEQUENCE)
         if window_problem(FUSED_LOSS, versions) is None:

@@ -31,10 +31,12 @@ from grpo_compat.fixes.validation import Finding
 # 4.51.3 do not; 4.52.0, 4.52.4, 4.53.3 ... 4.57.6, 5.0.0, 5.10.0, 5.23.0, 5.24.0 do).
 BF16_REFUSED_WITHOUT_DEVICE = "transformers>=4.52"
 UPSTREAM_BF16_MESSAGE = "Your setup doesn't support bf16/gpu"
-# Device files of the accelerators torch trains bf16 on: NVIDIA, AMD (ROCm), Intel (XPU) and other DRM GPUs,
-# Ascend NPU, Habana Gaudi and TPU (/dev/accel*), AWS Neuron, Moore Threads (MUSA), Cambricon (MLU).
+# Device files of the accelerators torch trains bf16 on: NVIDIA (and its GPUs under WSL2, /dev/dxg), AMD (ROCm),
+# Intel (XPU) and other DRM GPUs, Ascend NPU, Habana Gaudi and TPU (/dev/accel*), AWS Neuron, Moore Threads (MUSA),
+# Cambricon (MLU).
 DEVICE_FILES = (
     "/dev/nvidia[0-9]*",
+    "/dev/dxg",
     "/proc/driver/nvidia/gpus/*",
     "/dev/kfd",
     "/dev/dri/renderD*",
