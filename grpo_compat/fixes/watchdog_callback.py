@@ -199,11 +199,12 @@ def build_callback(settings: WatchdogSettings, trainer: Any = None) -> Any:
             """How many parameters the stepping optimizer holds, and whether the sampled ones are among them."""
             from grpo_compat.fixes.weights_move import optimizer_parameters
 
-            held = optimizer_parameters(inner) or []
-            self.evidence.optimizer_parameters = len(held)
-            # DeepSpeed steps its own fp32 copies and FSDP (1) flat parameters: the policy's are not the optimizer's.
+            # DeepSpeed steps its own fp32 copies (ZeRO-3 on CPU: its innermost torch optimizer lists no parameter,
+            # measured) and FSDP (1) flat parameters: what the optimizer holds says nothing about the policy's.
             if _has_master_weights(optimizer) or getattr(args, "fsdp", None) or self._sample is None:
                 return
+            held = optimizer_parameters(inner) or []
+            self.evidence.optimizer_parameters = len(held)
             ids = {id(parameter) for parameter in held}
             sampled = self._sample.parameters
             self.evidence.sample_outside_optimizer = bool(sampled) and not any(id(p) in ids for p in sampled)
