@@ -447,7 +447,7 @@ REPRODUCERS += tuple(
 )
 # N14 (trl #6700, #3031): GRPO continued from a LoRA adapter loaded with PeftModel.from_pretrained(model, path), whose
 # is_trainable defaults to False, with beta != 0. Upstream trains without a word, reward and grad_norm moving
-# (trl 1.16.0 + peft 0.21.2: 0.29 / 0.32 / 0.27), and saves the adapter it loaded, byte for byte; patched (the
+# (trl 1.16.0 + peft 0.21.2: 0.18 / 0.24 / 0.22), and saves the adapter it loaded, byte for byte; patched (the
 # watchdog's default mode, warn), the run is refused before the first generation, naming is_trainable=True.
 # Its do-no-harm twins are the pairs lora-adapter-trainable and lora (matrix/runs.py LORA_ADAPTER).
 ADAPTER_UNCHANGED = r"the adapter saved after training is the one it continued from, byte for byte"
