@@ -1,4 +1,4 @@
-"""The static check of the installed set (grpo_compat.tools.static_check), on real installs: the files of exact
+"""The static check of the installed set (grpo_compat.static_check), on real installs: the files of exact
 resolved sets (CellEnvs.file_only), since the check reads files only. Its three must-find cases, each found before
 anything imports and with its fix, and silence on every matrix cell that trains."""
 
@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+import grpo_compat.static_check as static_check
 from grpo_compat.matrix.cells import Cell
 from grpo_compat.matrix.envs import pip_find_links
-from grpo_compat.tools import static_check
 from matrix.repository import ENVS, cells_file
 
 # The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix).
@@ -56,7 +56,7 @@ def _files(cell: Cell, unresolved: tuple[str, ...] = ()) -> str:
 
 
 def _findings(folder: str) -> list[static_check.Finding]:
-    return static_check.Check(static_check.Install([folder])).run()
+    return static_check.find(static_check.Install([folder]))
 
 
 @pytest.mark.slow

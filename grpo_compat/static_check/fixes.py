@@ -1,16 +1,16 @@
-"""The fix of a static-check finding (grpo_compat.tools.static_check): a pin range read from the API histories
+"""The fix of a static-check finding (grpo_compat.static_check): a pin range read from the API histories
 (grpo_compat.histories) where they hold both packages, else what to look for in words."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from grpo_compat.tools.static_check import Install
+    from grpo_compat.static_check.files import Install
 
 
 def _history(distribution: str):
     try:
-        from grpo_compat import histories  # type: ignore[attr-defined]
+        import grpo_compat.histories as histories  # type: ignore[import-not-found]
     except ImportError:
         return None
     try:
