@@ -15,7 +15,7 @@ import pytest
 import grpo_compat.static_check as static_check
 from grpo_compat.matrix.cells import Cell
 from grpo_compat.matrix.envs import pip_find_links
-from matrix.repository import ENVS, cells_file
+from matrix.repository import ENVS, REPO, cells_file
 
 # The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix).
 CASES = {
@@ -117,3 +117,23 @@ def test_doctor_json_carries_the_static_check(tmp_path):
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
     )
     assert json.loads(run.stdout)["static_check"] == []
+
+
+@pytest.mark.slow
+def test_a_launch_logs_each_finding_once_as_a_warning_and_still_runs(tmp_path):
+    """`grpo-compat run --` in the requests case: the launched Python and the Python it starts both apply
+    grpo_compat; the finding is logged once, as a warning, and the command runs (exit 0: never a refusal)."""
+    folder = _files(CASES["requests"][0])
+    child = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', 'print(1)']).returncode)"
+    run = subprocess.run(
+        [sys.executable, "-m", "grpo_compat", "run", "--", sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        # this checkout's grpo_compat in the launched Pythons too, then the case's packages
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), folder]), "XDG_CACHE_HOME": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    warnings = [line for line in run.stderr.splitlines() if "static check:" in line]
+    assert len([w for w in warnings if "No module named 'requests'" in w]) == 1, run.stderr[-2000:]
+    assert all(w.startswith("[grpo_compat] WARNING") for w in warnings)
+    assert "pip install requests" in warnings[0]
