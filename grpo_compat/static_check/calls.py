@@ -195,7 +195,21 @@ def refusal(
 
 
 def _signature_text(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    return f"{function.name}({ast.unparse(function.args)})"
+    """``name(self, a, b=..., *args, c=..., **kwargs)``: the parameters without their annotations and defaults."""
+    arguments = function.args
+    ordered = arguments.posonlyargs + arguments.args
+    first_default = len(ordered) - len(arguments.defaults)
+    parts = [a.arg + ("=..." if i >= first_default else "") for i, a in enumerate(ordered)]
+    if arguments.posonlyargs:
+        parts.insert(len(arguments.posonlyargs), "/")
+    if arguments.vararg or arguments.kwonlyargs:
+        parts.append(f"*{arguments.vararg.arg}" if arguments.vararg else "*")
+    parts += [
+        a.arg + ("=..." if d is not None else "")
+        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    ]
+    parts += [f"**{arguments.kwarg.arg}"] if arguments.kwarg else []
+    return f"{function.name}({', '.join(parts)})"
 
 
 # -- item 3: overrides against how the base calls them ------------------------------------------------------------
@@ -280,9 +294,8 @@ def _override_finding(install, order, owners, caller_index, callee_index, call, 
     caller, defined = order[caller_index], order[callee_index]
     caller_version = f"{owners[caller_index]} {install.version(owners[caller_index])}"
     callee_version = f"{owners[callee_index]} {install.version(owners[callee_index])}"
-    class_name = order[0].node.name
     message = (
-        f"{caller_version} calls {class_name}.{callee.name} with {shape[0]} positional argument(s)"
+        f"{caller_version} calls {defined.node.name}.{callee.name} with {shape[0]} positional argument(s)"
         f"{' and ' + ', '.join(shape[1]) if shape[1] else ''} ({caller.module.relative_path}:{call.lineno}), but "
         f"{callee_version} defines {defined.node.name}.{_signature_text(callee)}: {why}"
     )
