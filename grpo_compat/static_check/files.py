@@ -310,6 +310,12 @@ class Module:
         import ast
 
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            # vLLM's table for its module __getattr__: {"LLM": ".entrypoints.llm:LLM", ...}
+            for key, value in zip(node.value.keys, node.value.values, strict=False):
+                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    found = re.fullmatch(r"\.([\w.]+):(\w+)", value.value)
+                    if found and found.group(2) == key.value:
+                        self.lazy.setdefault(key.value, found.group(1))
             if any(isinstance(t, ast.Name) and t.id == "_import_structure" for t in node.targets):
                 for key, value in zip(node.value.keys, node.value.values, strict=False):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
