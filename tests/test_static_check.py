@@ -17,7 +17,8 @@ from grpo_compat.matrix.cells import Cell
 from grpo_compat.matrix.envs import pip_find_links
 from matrix.repository import ENVS, REPO, cells_file
 
-# The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix).
+# The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix), the
+# fix's pin ranges read from the API histories (grpo_compat.histories).
 CASES = {
     # trl 0.21-1.12 import requests undeclared; huggingface-hub 2.x no longer brings it (issue 39)
     "requests": (
@@ -30,13 +31,13 @@ CASES = {
     "guided-decoding": (
         Cell("case-trl-0.25-vllm-0.12", {"torch": "2.13.0", "trl": "0.25.1"}, exclude_newer="2025-12-20"),
         ("vllm==0.12.0",),
-        ("missing-name", "trl/trainer/grpo_trainer.py:95", "vllm"),
+        ("missing-name", "trl/trainer/grpo_trainer.py:95", "pip install 'vllm<0.12.0' or 'trl>=0.27.0'"),
     ),
     # transformers 4.52 calls _get_train_sampler(dataset) through _get_dataloader(sampler_fn=...); trl 0.16 takes none
     "train-sampler": (
         cells_file().cells["trl-0.16-tf4.52"],
         (),
-        ("override", "trl/trainer/grpo_trainer.py:514", "trl"),
+        ("override", "trl/trainer/grpo_trainer.py:514", "pip install 'trl>=0.18.0' or 'transformers<4.52.1'"),
     ),
 }
 
@@ -67,7 +68,7 @@ def test_static_check_finds_the_failure_with_its_fix_before_anything_imports(cas
     before = set(sys.modules)
     found = [f for f in _findings(folder) if f.kind == kind and f.where == where]
     assert found, f"{case}: no {kind} finding at {where} in {[f.line() for f in _findings(folder)]}"
-    assert fix in found[0].fix
+    assert found[0].fix == fix
     assert not {m for m in set(sys.modules) - before if m.split(".")[0] in ("trl", "transformers", "vllm", "torch")}
 
 
