@@ -69,7 +69,7 @@ def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterabl
     report = engine.apply(strict=strict, only=only, skip=skip)
     # What loading trl's / ms-swift's GRPO trainer would trip over in this install, read from its files: a warning
     # per finding, once per launch (cached by the installed versions; never a refusal).
-    from grpo_compat.tools.static_check import log_findings_once
+    from grpo_compat.static_check import log_findings_once
 
     log_findings_once()
     crash_explanation.install()  # a crash that is a known failure gets its explanation (GRPO_COMPAT_EXPLAIN=0: off)

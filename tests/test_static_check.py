@@ -1,4 +1,4 @@
-"""The static check of the installed set (grpo_compat.tools.static_check), on real installs: the files of exact
+"""The static check of the installed set (grpo_compat.static_check), on real installs: the files of exact
 resolved sets (CellEnvs.file_only), since the check reads files only. Its three must-find cases, each found before
 anything imports and with its fix, and silence on every matrix cell that trains."""
 
@@ -12,12 +12,13 @@ import time
 
 import pytest
 
+import grpo_compat.static_check as static_check
 from grpo_compat.matrix.cells import Cell
 from grpo_compat.matrix.envs import pip_find_links
-from grpo_compat.tools import static_check
-from matrix.repository import ENVS, cells_file
+from matrix.repository import ENVS, REPO, cells_file
 
-# The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix).
+# The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix), the
+# fix's pin ranges read from the API histories (grpo_compat.histories).
 CASES = {
     # trl 0.21-1.12 import requests undeclared; huggingface-hub 2.x no longer brings it (issue 39)
     "requests": (
@@ -30,13 +31,13 @@ CASES = {
     "guided-decoding": (
         Cell("case-trl-0.25-vllm-0.12", {"torch": "2.13.0", "trl": "0.25.1"}, exclude_newer="2025-12-20"),
         ("vllm==0.12.0",),
-        ("missing-name", "trl/trainer/grpo_trainer.py:95", "vllm"),
+        ("missing-name", "trl/trainer/grpo_trainer.py:95", "pip install 'vllm<0.12.0' or 'trl>=0.27.0'"),
     ),
     # transformers 4.52 calls _get_train_sampler(dataset) through _get_dataloader(sampler_fn=...); trl 0.16 takes none
     "train-sampler": (
         cells_file().cells["trl-0.16-tf4.52"],
         (),
-        ("override", "trl/trainer/grpo_trainer.py:514", "trl"),
+        ("override", "trl/trainer/grpo_trainer.py:514", "pip install 'trl>=0.18.0' or 'transformers<4.52.1'"),
     ),
 }
 
@@ -56,7 +57,7 @@ def _files(cell: Cell, unresolved: tuple[str, ...] = ()) -> str:
 
 
 def _findings(folder: str) -> list[static_check.Finding]:
-    return static_check.Check(static_check.Install([folder])).run()
+    return static_check.find(static_check.Install([folder]))
 
 
 @pytest.mark.slow
@@ -67,7 +68,7 @@ def test_static_check_finds_the_failure_with_its_fix_before_anything_imports(cas
     before = set(sys.modules)
     found = [f for f in _findings(folder) if f.kind == kind and f.where == where]
     assert found, f"{case}: no {kind} finding at {where} in {[f.line() for f in _findings(folder)]}"
-    assert fix in found[0].fix
+    assert found[0].fix == fix
     assert not {m for m in set(sys.modules) - before if m.split(".")[0] in ("trl", "transformers", "vllm", "torch")}
 
 
@@ -117,3 +118,23 @@ def test_doctor_json_carries_the_static_check(tmp_path):
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
     )
     assert json.loads(run.stdout)["static_check"] == []
+
+
+@pytest.mark.slow
+def test_a_launch_logs_each_finding_once_as_a_warning_and_still_runs(tmp_path):
+    """`grpo-compat run --` in the requests case: the launched Python and the Python it starts both apply
+    grpo_compat; the finding is logged once, as a warning, and the command runs (exit 0: never a refusal)."""
+    folder = _files(CASES["requests"][0])
+    child = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', 'print(1)']).returncode)"
+    run = subprocess.run(
+        [sys.executable, "-m", "grpo_compat", "run", "--", sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        # this checkout's grpo_compat in the launched Pythons too, then the case's packages
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), folder]), "XDG_CACHE_HOME": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    warnings = [line for line in run.stderr.splitlines() if "static check:" in line]
+    assert len([w for w in warnings if "No module named 'requests'" in w]) == 1, run.stderr[-2000:]
+    assert all(w.startswith("[grpo_compat] WARNING") for w in warnings)
+    assert "pip install requests" in warnings[0]

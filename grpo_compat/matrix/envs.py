@@ -426,7 +426,7 @@ class CellEnvs:
 
     def file_only(self, cell: Cell, unresolved: tuple[str, ...] = (), progress: Progress | None = None) -> Path:
         """A folder holding the files of the cell's exact resolved set, nothing run or compiled (for checks that read
-        files only, such as grpo_compat.tools.static_check): resolved as its env is, then ``uv pip install --target
+        files only, such as grpo_compat.static_check): resolved as its env is, then ``uv pip install --target
         --no-deps``, seconds from uv's cache where a whole env takes minutes. ``unresolved``: requirements added
         without their dependencies (a package whose own pins cannot install beside the cell's torch, vLLM's)."""
         if cell.newest:

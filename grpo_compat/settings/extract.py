@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import re
+import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,21 +23,54 @@ _TYPING_ALIASES = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set
 
 
 class Source:
-    """The ``.py`` files of one top-level package (``trl``, ``swift``), from a wheel or a folder holding it."""
+    """The ``.py`` files of one top-level package (``trl``, ``swift``), from a wheel, an sdist or a folder holding it.
 
-    def __init__(self, location: Path, package: str) -> None:
+    ``include`` (a path -> bool) limits which files are read (a big sdist's modules the stack reaches);
+    ``metadata`` is the release's own core metadata text (a wheel's METADATA, an sdist's PKG-INFO), None for a
+    folder.
+    """
+
+    def __init__(self, location: Path, package: str, include: Callable[[str], bool] | None = None) -> None:
         self.package = package
         self._texts: dict[str, str | None] = {}  # read when first asked for
+        self.metadata: str | None = None
+        wanted = include or (lambda _path: True)
         self._wheel = zipfile.ZipFile(location) if zipfile.is_zipfile(location) else None
         if self._wheel is not None:
-            names = [n for n in self._wheel.namelist() if n.startswith(f"{package}/") and n.endswith(".py")]
+            listed = self._wheel.namelist()
+            names = [n for n in listed if n.startswith(f"{package}/") and n.endswith(".py") and wanted(n)]
+            meta = next((n for n in listed if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+            self.metadata = self._wheel.read(meta).decode("utf-8", errors="replace") if meta else None
+        elif str(location).endswith((".tar.gz", ".tgz")):
+            names = self._read_sdist(Path(location), wanted)
         else:
             self._root = Path(location)
             names = [p.relative_to(self._root).as_posix() for p in (self._root / package).rglob("*.py")]
-        self._texts = dict.fromkeys(names)
+            names = [n for n in names if wanted(n)]
+        self._texts.update((n, self._texts.get(n)) for n in names)
         if not self._texts:
             raise FileNotFoundError(f"no {package}/*.py in {location}")
         self._trees: dict[str, ast.Module] = {}
+        self._imports: dict[str, dict[str, list[tuple[str, str]]]] = {}
+        self._defining: dict[str, list[str]] = {}
+
+    def _read_sdist(self, location: Path, wanted: Callable[[str], bool]) -> list[str]:
+        """An sdist's files under ``<name>-<version>/``, read in one pass (a gzip stream has no index)."""
+        with tarfile.open(location, "r:gz") as archive:
+            for member in archive:
+                inside = member.name.split("/", 1)[1] if "/" in member.name else ""
+                is_source = inside.startswith(f"{self.package}/") and inside.endswith(".py") and wanted(inside)
+                if member.isfile() and (is_source or inside == "PKG-INFO"):
+                    text = archive.extractfile(member).read().decode("utf-8", errors="replace")
+                    if is_source:
+                        self._texts[inside] = text
+                    else:
+                        self.metadata = text
+        return list(self._texts)
+
+    @property
+    def paths(self) -> list[str]:
+        return list(self._texts)
 
     def text(self, path: str) -> str:
         if self._texts[path] is None:
@@ -50,6 +85,19 @@ class Source:
             self._trees[path] = ast.parse(self.text(path))
         return self._trees[path]
 
+    def imported(self, path: str) -> dict[str, list[tuple[str, str]]]:
+        """A module's ``from m import x [as y]`` anywhere in it (TYPE_CHECKING / try blocks too): y -> [(m, x)]."""
+        if path not in self._imports:
+            found: dict[str, list[tuple[str, str]]] = {}
+            tree = self.tree(path)
+            for node in ast.walk(tree) if tree else ():
+                if isinstance(node, ast.ImportFrom):
+                    module = _absolute(path, node)
+                    for alias in node.names:
+                        found.setdefault(alias.asname or alias.name, []).append((module, alias.name))
+            self._imports[path] = found
+        return self._imports[path]
+
     def module_path(self, module: str) -> str | None:
         """``trl.trainer.grpo_config`` -> ``trl/trainer/grpo_config.py`` (or its package's ``__init__.py``)."""
         base = module.replace(".", "/")
@@ -57,9 +105,12 @@ class Source:
 
     def defining(self, name: str) -> list[str]:
         """Files that define a class of this name, the likeliest first (outside experimental / megatron code)."""
-        pattern = re.compile(rf"^class {re.escape(name)}\b", re.MULTILINE)
-        found = [path for path in self._texts if f"class {name}" in self.text(path) and pattern.search(self.text(path))]
-        return sorted(found, key=lambda p: (any(w in p for w in ("experimental", "megatron")), len(p), p))
+        if name not in self._defining:
+            pattern = re.compile(rf"^class {re.escape(name)}\b", re.MULTILINE)
+            found = [p for p in self._texts if f"class {name}" in self.text(p) and pattern.search(self.text(p))]
+            aside = ("experimental", "megatron")
+            self._defining[name] = sorted(found, key=lambda p: (any(w in p for w in aside), len(p), p))
+        return self._defining[name]
 
 
 @dataclass(frozen=True)
@@ -86,18 +137,14 @@ def find_class(source: Source, path: str, name: str, seen: frozenset = frozenset
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return ClassRef(path, node)
-    for node in ast.walk(tree):  # imports inside `if TYPE_CHECKING:` / try blocks count too
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if (alias.asname or alias.name) == name:
-                    module = _absolute(path, node)
-                    if module.split(".")[0] != source.package:
-                        return None  # another package's class (transformers): named, not read
-                    target = source.module_path(module)
-                    if target is not None:
-                        found = find_class(source, target, alias.name, seen | {(path, name)})
-                        if found:
-                            return found
+    for module, original in source.imported(path).get(name, ()):  # `if TYPE_CHECKING:` / try blocks count too
+        if module.split(".")[0] != source.package:
+            return None  # another package's class (transformers): named, not read
+        target = source.module_path(module)
+        if target is not None:
+            found = find_class(source, target, original, seen | {(path, name)})
+            if found:
+                return found
     return None
 
 
@@ -149,11 +196,8 @@ def linearise(source: Source, ref: ClassRef, external: set[str]) -> list[ClassRe
 
 
 def _imported_from_elsewhere(source: Source, path: str, name: str) -> bool:
-    tree = source.tree(path)
-    for node in ast.walk(tree) if tree else ():
-        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
-            return _absolute(path, node).split(".")[0] != source.package
-    return False
+    imported = source.imported(path).get(name)
+    return bool(imported) and imported[0][0].split(".")[0] != source.package
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:

@@ -106,10 +106,10 @@ def _check(args: argparse.Namespace) -> int:
             "table": upgrades.table(found, *upgrade["between"]),
         }
     newer = preflight.newer_than_tested_here(trl_version, swift_version)
-    # The installed set's static check (grpo_compat.tools.static_check), unless checking for other versions.
+    # The installed set's static check (grpo_compat.static_check), unless checking for other versions.
     installed = []
     if not (args.trl_version or args.swift_version):
-        from grpo_compat.tools.static_check import check
+        from grpo_compat.static_check import check
 
         installed = check()
     if args.json:

@@ -166,10 +166,10 @@ def environment_versions() -> dict[str, str | None]:
 
 def diagnose() -> dict:
     """Everything ``grpo-compat doctor`` shows, as one JSON-serialisable dict."""
+    import grpo_compat.static_check as static_check
     from grpo_compat.catalogue import affecting_this_install
     from grpo_compat.core.engine import Engine
     from grpo_compat.core.tested import newer_than_tested
-    from grpo_compat.tools import static_check
 
     versions = environment_versions()
     plan = Engine().plan()

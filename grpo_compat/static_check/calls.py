@@ -1,4 +1,4 @@
-"""Calls across packages, read from source (items 3 and 4 of the static check, grpo_compat.tools.static_check):
+"""Calls across packages, read from source (items 3 and 4 of the static check, grpo_compat.static_check):
 
 - the methods trl's GRPO trainer overrides (ms-swift's: trl's and transformers'), against how the installed base
   calls them: ``self.m(...)``, ``super().m(...)``, and ``self.m`` handed to a base method that calls it
@@ -15,15 +15,7 @@ import ast
 import bisect
 from collections.abc import Iterator
 
-from grpo_compat.tools.static_check import (
-    _VERSION_TEST,
-    KEYWORD_TARGETS,
-    Check,
-    Finding,
-    Install,
-    Module,
-    guard_holds,
-)
+from grpo_compat.static_check.files import _VERSION_TEST, KEYWORD_TARGETS, Finding, Install, Module, guard_holds
 
 _PASSING_DECORATORS = ("staticmethod", "classmethod", "wraps", "profiling_decorator", "no_grad", "inference_mode")
 
@@ -203,14 +195,27 @@ def refusal(
 
 
 def _signature_text(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    return f"{function.name}({ast.unparse(function.args)})"
+    """``name(self, a, b=..., *args, c=..., **kwargs)``: the parameters without their annotations and defaults."""
+    arguments = function.args
+    ordered = arguments.posonlyargs + arguments.args
+    first_default = len(ordered) - len(arguments.defaults)
+    parts = [a.arg + ("=..." if i >= first_default else "") for i, a in enumerate(ordered)]
+    if arguments.posonlyargs:
+        parts.insert(len(arguments.posonlyargs), "/")
+    if arguments.vararg or arguments.kwonlyargs:
+        parts.append(f"*{arguments.vararg.arg}" if arguments.vararg else "*")
+    parts += [
+        a.arg + ("=..." if d is not None else "")
+        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    ]
+    parts += [f"**{arguments.kwarg.arg}"] if arguments.kwarg else []
+    return f"{function.name}({', '.join(parts)})"
 
 
 # -- item 3: overrides against how the base calls them ------------------------------------------------------------
 
 
-def override_findings(check: Check, entry: tuple[str, str]) -> list[Finding]:
-    install = check.install
+def override_findings(install: Install, entry: tuple[str, str]) -> list[Finding]:
     trainer = resolve(install, *entry)
     if trainer is None or not isinstance(trainer.node, ast.ClassDef):
         return []
@@ -238,7 +243,7 @@ def override_findings(check: Check, entry: tuple[str, str]) -> list[Finding]:
                     why = refusal(callee, *shape, bound=True)
                     if why:
                         findings.append(
-                            _override_finding(check, order, owners, index, callee_index, call, callee, why, shape)
+                            _override_finding(install, order, owners, index, callee_index, call, callee, why, shape)
                         )
     return findings
 
@@ -283,20 +288,18 @@ def _handed_over(call: ast.Call, effective: dict, order: list):
                     yield effective[value.attr], call_shape(inner)
 
 
-def _override_finding(check, order, owners, caller_index, callee_index, call, callee, why, shape) -> Finding:
-    from grpo_compat.tools import static_fixes
+def _override_finding(install, order, owners, caller_index, callee_index, call, callee, why, shape) -> Finding:
+    import grpo_compat.static_check.fixes as fixes
 
-    install = check.install
     caller, defined = order[caller_index], order[callee_index]
     caller_version = f"{owners[caller_index]} {install.version(owners[caller_index])}"
     callee_version = f"{owners[callee_index]} {install.version(owners[callee_index])}"
-    class_name = order[0].node.name
     message = (
-        f"{caller_version} calls {class_name}.{callee.name} with {shape[0]} positional argument(s)"
+        f"{caller_version} calls {defined.node.name}.{callee.name} with {shape[0]} positional argument(s)"
         f"{' and ' + ', '.join(shape[1]) if shape[1] else ''} ({caller.module.relative_path}:{call.lineno}), but "
         f"{callee_version} defines {defined.node.name}.{_signature_text(callee)}: {why}"
     )
-    fix = static_fixes.for_signature(
+    fix = fixes.for_signature(
         install,
         (owners[callee_index], f"{defined.module.name}.{defined.node.name}.{callee.name}"),
         (owners[caller_index], f"{caller.module.name}.{caller.node.name}.{callee.name}"),
@@ -309,8 +312,7 @@ def _override_finding(check, order, owners, caller_index, callee_index, call, ca
 # -- item 4: keywords passed to transformers / vLLM / peft ----------------------------------------------------------
 
 
-def keyword_findings(check: Check, module: Module) -> list[Finding]:
-    install = check.install
+def keyword_findings(install: Install, module: Module) -> list[Finding]:
     imported = {}
     for record in module.imports:
         if record.names and guard_holds(install, record.guards):
@@ -332,7 +334,7 @@ def keyword_findings(check: Check, module: Module) -> list[Finding]:
         names, open_ = accepted
         unknown = [k for k in shape[1] if k not in names and not open_]
         if unknown:
-            findings.append(_keyword_finding(check, module, call, target, owner, name, unknown[0]))
+            findings.append(_keyword_finding(install, module, call, target, owner, name, unknown[0]))
     return findings
 
 
@@ -369,10 +371,9 @@ def _keywords_of(install: Install, target: Definition) -> tuple[set[str], bool] 
     return (fields, False) if fields and bases_resolved else None
 
 
-def _keyword_finding(check, module, call, target, owner, name, keyword) -> Finding:
-    from grpo_compat.tools import static_fixes
+def _keyword_finding(install, module, call, target, owner, name, keyword) -> Finding:
+    import grpo_compat.static_check.fixes as fixes
 
-    install = check.install
     mine = install.owner(module.name)
     mine_version, other_version = f"{mine} {install.version(mine)}", f"{owner} {install.version(owner)}"
     message = (
@@ -380,5 +381,5 @@ def _keyword_finding(check, module, call, target, owner, name, keyword) -> Findi
         f"does not take ({target.where}): got an unexpected keyword argument '{keyword}'"
     )
     qualname = f"{target.module.name}.{target.node.name}"
-    fix = static_fixes.for_keyword(install, (owner, qualname), (mine, module.name), keyword)
+    fix = fixes.for_keyword(install, (owner, qualname), (mine, module.name), keyword)
     return Finding("keyword", message, f"{module.relative_path}:{call.lineno}", mine_version, other_version, fix)

@@ -1,16 +1,16 @@
-"""The fix of a static-check finding (grpo_compat.tools.static_check): a pin range read from the API histories
+"""The fix of a static-check finding (grpo_compat.static_check): a pin range read from the API histories
 (grpo_compat.histories) where they hold both packages, else what to look for in words."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from grpo_compat.tools.static_check import Install
+    from grpo_compat.static_check.files import Install
 
 
 def _history(distribution: str):
     try:
-        from grpo_compat import histories  # type: ignore[attr-defined]
+        import grpo_compat.histories as histories  # type: ignore[import-not-found]
     except ImportError:
         return None
     try:
@@ -66,7 +66,12 @@ def for_missing(install: Install, distribution: str, importer: str, owner: str, 
     if ours is not None:
         for release in _newer(ours, install.version(distribution)):
             imports = ours.imports(importer, release) or []
-            if not any(i.module == target and (name is None or name in i.names) for i in imports):
+            # an import under a version test (trl 0.27: `... and Version(vllm.__version__) <= Version('0.10.2')`)
+            # no longer runs with the release that lacks the name
+            if not any(
+                i.module == target and (name is None or name in i.names) and "version" not in (i.guard or "").lower()
+                for i in imports
+            ):
                 mine_pin = f"'{distribution}>={release}'"
                 break
     what = f"{target}.{name}" if name else target
@@ -81,6 +86,7 @@ def for_signature(
 ) -> str:
     """A method of ``callee`` (distribution, qualified name) refuses how ``caller``'s code calls it."""
     (callee_distribution, callee_name), (caller_distribution, caller_name) = callee, caller
+    shape = (shape[0] + 1, shape[1])  # the histories' signatures count self
     options = []
     history = _history(callee_distribution)
     if history is not None:

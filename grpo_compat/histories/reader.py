@@ -1,0 +1,380 @@
+"""The API facts of one release, read from its source files by AST (nothing is imported).
+
+A release is read from an ``extract.Source`` (a wheel, an sdist or an installed folder read alike), so the data
+the generator (``matrix/api_history.py``) writes from PyPI's files is checked against the installed release by
+running this same reader on the installed folder (tests/test_histories.py).
+
+The facts of a release are a flat dict, key -> value, so that consecutive releases with the same value fold into
+one span (``spans``):
+
+    ("m", module)                                  -> 1          the module exists
+    ("n", module, name)                            -> 1          a name defined or importable there
+    ("n", module, "Class.member")                  -> 1          a method, property or class attribute
+    ("i", module, imported, names, guard, line)    -> 1          a module-level import
+    ("s", qualname)                                -> signature  "self,/,a,b=,*args,*,c=,**kwargs"
+    ("b", qualname)                                -> [bases]    a class's bases as written
+    ("f", qualname)                                -> {field: default source}   a dataclass's fields
+    ("r",)                                         -> [Requires-Dist lines]
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from email.parser import HeaderParser
+
+from grpo_compat.settings import extract
+
+TYPE_CHECKING_GUARD = "TYPE_CHECKING"
+IMPORT_ERROR_GUARD = "try-except ImportError"
+NO_DEFAULT = extract.NO_DEFAULT
+_IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OptionalDependencyNotAvailable")
+_ABSOLUTE_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(?P<module>[A-Za-z_][\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#]*)"
+    r"|import[ \t]+(?P<plain>[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?"
+    r"(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?)*))",
+    re.MULTILINE,
+)
+_LAZY_MARKERS = ("_LazyModule", "_import_structure", "def __getattr__", "MODULE_ATTRS")
+
+
+def module_of(path: str) -> str:
+    """``trl/trainer/grpo_trainer.py`` -> ``trl.trainer.grpo_trainer``; a package's ``__init__.py`` -> the package."""
+    parts = path[: -len(".py")].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def signature_text(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A ``def``'s parameters as written, without annotations or default values: ``self,/,a,b=,*args,*,c=,**kw``."""
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    first_default = len(positional) - len(args.defaults)
+    parts = []
+    for i, arg in enumerate(positional):
+        parts.append(arg.arg + ("=" if i >= first_default else ""))
+        if args.posonlyargs and i == len(args.posonlyargs) - 1:
+            parts.append("/")
+    if args.vararg:
+        parts.append("*" + args.vararg.arg)
+    elif args.kwonlyargs:
+        parts.append("*")
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        parts.append(arg.arg + ("" if default is None else "="))
+    if args.kwarg:
+        parts.append("**" + args.kwarg.arg)
+    return ",".join(parts)
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        if handler.type is None:
+            return True
+        caught = ast.unparse(handler.type)
+        if any(name in caught for name in _IMPORT_ERRORS):
+            return True
+    return False
+
+
+def _guard(conditions: tuple[str, ...]) -> str | None:
+    """The guard a statement sits under: a caught import failure wins (the import cannot fail the module)."""
+    if IMPORT_ERROR_GUARD in conditions:
+        return IMPORT_ERROR_GUARD
+    return " and ".join(conditions) if conditions else None
+
+
+def _raised_unless(node: ast.Try) -> tuple[str, ...]:
+    """A try's ``else`` runs when its body did not raise: ``try: if not is_x(): raise ...`` guards it by ``is_x()``."""
+    first = node.body[0] if len(node.body) == 1 else None
+    if isinstance(first, ast.If) and first.body and isinstance(first.body[0], ast.Raise):
+        test = first.test
+        return (
+            ast.unparse(test.operand)
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+            else f"not ({ast.unparse(test)})",
+        )
+    return ()
+
+
+def _is_main_check(test: ast.expr) -> bool:
+    return "__name__" in ast.unparse(test) and "__main__" in ast.unparse(test)
+
+
+def module_statements(body: list[ast.stmt], conditions: tuple[str, ...] = ()) -> Iterator[tuple[ast.stmt, tuple]]:
+    """Every statement run at module level (through ``if`` / ``try`` / ``with``), with the conditions it runs under."""
+    for node in body:
+        yield node, conditions
+        if isinstance(node, ast.If):
+            if _is_main_check(node.test):
+                continue
+            test = ast.unparse(node.test)
+            yield from module_statements(node.body, (*conditions, test))
+            yield from module_statements(node.orelse, (*conditions, f"not ({test})"))
+        elif isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):
+            inner = (*conditions, IMPORT_ERROR_GUARD) if _catches_import_error(node) else conditions
+            yield from module_statements(node.body, inner)
+            for handler in node.handlers:
+                yield from module_statements(handler.body, conditions)
+            yield from module_statements(node.orelse, (*conditions, *_raised_unless(node)))
+            yield from module_statements(node.finalbody, conditions)
+        elif isinstance(node, ast.With):
+            yield from module_statements(node.body, conditions)
+
+
+def _under_type_checking(conditions: tuple[str, ...]) -> bool:
+    return any(c.endswith("TYPE_CHECKING") and not c.startswith("not") for c in conditions)
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _lazy_names(node: ast.stmt) -> list[str]:
+    """Names a lazy ``__init__`` exports: ``_import_structure``'s lists (transformers, trl) and vLLM's MODULE_ATTRS."""
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        for target in targets:
+            text = ast.unparse(target)
+            if text.startswith("_import_structure") and value is not None:
+                values = value.values if isinstance(value, ast.Dict) else [value]
+                return [s for v in values for s in _strings(v)]
+            if text == "MODULE_ATTRS" and isinstance(value, ast.Dict):
+                return [k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        if isinstance(func, ast.Attribute) and ast.unparse(func.value).startswith("_import_structure"):
+            return [s for arg in node.value.args for s in _strings(arg)]
+    return []
+
+
+def _bound_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [n for element in target.elts for n in _bound_names(element)]
+    return []
+
+
+def _default_text(node: ast.AnnAssign) -> str | None:
+    """A dataclass field's default as source text; None for a field that is no constructor argument."""
+    value = node.value
+    if value is None:
+        return NO_DEFAULT
+    if isinstance(value, ast.Call) and extract._base_name(value.func) == "field":
+        keywords = {k.arg: k.value for k in value.keywords}
+        init = keywords.get("init")
+        if isinstance(init, ast.Constant) and init.value is False:
+            return None
+        if "default" in keywords:
+            return ast.unparse(keywords["default"])
+        if "default_factory" in keywords:
+            factory = keywords["default_factory"]
+            return ast.unparse(factory.body) if isinstance(factory, ast.Lambda) else f"{ast.unparse(factory)}()"
+        return NO_DEFAULT
+    return ast.unparse(value)
+
+
+def _own_fields(node: ast.ClassDef) -> dict[str, str]:
+    fields = {}
+    for item in node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            if "ClassVar" in ast.unparse(item.annotation):
+                continue
+            default = _default_text(item)
+            if default is not None:
+                fields[item.target.id] = default
+    return fields
+
+
+def requires_of(metadata: str | None) -> list[str] | None:
+    """The Requires-Dist lines of a core-metadata text, as declared; None when it lists none (dynamic)."""
+    if not metadata:
+        return None
+    lines = HeaderParser().parsestr(metadata).get_all("Requires-Dist")
+    return [" ".join(line.split()) for line in lines] if lines else None
+
+
+class ReleaseReader:
+    """Reads the facts of one release's modules (those its Source lets through).
+
+    ``memo`` (path -> (text, tree, module's facts)), shared by the releases of one distribution read in order,
+    lets a file unchanged since the previous release be neither parsed nor walked again: parsing is most of
+    the cost, and most files of a patch release are unchanged.
+    """
+
+    def __init__(self, source: extract.Source, memo: dict | None = None) -> None:
+        self.source = source
+        self.memo = memo if memo is not None else {}
+        self.facts: dict[tuple, object] = {}
+        self._all: dict[str, list[str]] = {}  # module -> its __all__, for star imports
+        self._stars: list[tuple[str, str]] = []  # (module, module it star-imports)
+        self._dataclasses: list[tuple[str, str, ast.ClassDef]] = []  # (qualname, path, node): fields read last
+        # every module imported anywhere (in functions too), and ``from m import x``'s m.x: what a big
+        # dependency's data must cover for this release (vllm and deepspeed are read only that far)
+        self.referenced: set[str] = set()
+
+    def read(self) -> dict[tuple, object]:
+        for path in sorted(self.source.paths):
+            text = self.source.text(path)
+            cached = self.memo.get(path)
+            if cached is None or cached[0] != text:
+                try:
+                    tree = self.source.tree(path)
+                except SyntaxError:
+                    continue  # a file this interpreter cannot parse (a template, a py2 leftover): nothing read
+                cached = self.memo[path] = (text, tree, self._module_facts(path, tree), {})
+            self.source._trees[path] = cached[1]  # the fields' base classes are looked up in these trees
+            if "imported" in cached[3]:
+                self.source._imports[path] = cached[3]["imported"]
+            facts, all_names, stars, referenced, dataclasses = cached[2]
+            self.facts.update(facts)
+            self._all.update(all_names)
+            self._stars += stars
+            self.referenced |= referenced
+            self._dataclasses += dataclasses
+        self._resolve_stars()
+        for qualname, path, node in self._dataclasses:
+            self.facts[("f", qualname)] = self._fields(path, node)
+        for path, imported in self.source._imports.items():  # the next release reuses the import maps too
+            if path in self.memo:
+                self.memo[path][3]["imported"] = imported
+        requires = requires_of(self.source.metadata)
+        if requires is not None:
+            self.facts[("r",)] = requires
+        return self.facts
+
+    def _module_facts(self, path: str, tree: ast.Module) -> tuple:
+        """What one file contributes, read into fresh containers (so that the memo can hold it)."""
+        kept = (self.facts, self._all, self._stars, self.referenced, self._dataclasses)
+        self.facts, self._all, self._stars, self.referenced, self._dataclasses = {}, {}, [], set(), []
+        try:
+            self._read_module(path, tree)
+            return self.facts, self._all, self._stars, self.referenced, self._dataclasses
+        finally:
+            self.facts, self._all, self._stars, self.referenced, self._dataclasses = kept
+
+    def _read_module(self, path: str, tree: ast.Module) -> None:
+        module = module_of(path)
+        facts = self.facts
+        text = self.source.text(path)
+        for match in _ABSOLUTE_IMPORT.finditer(text):  # a regex: a second walk of every tree costs more than the read
+            if match["plain"]:
+                self.referenced.update(m.split(" as ")[0].strip() for m in match["plain"].split(","))
+            else:
+                names = (match["names"] or "").replace("(", " ").replace(")", " ").replace("\\", " ")
+                self.referenced.add(match["module"])
+                self.referenced.update(
+                    f"{match['module']}.{n.split(' as ')[0].strip()}" for n in names.split(",") if n.strip()
+                )
+        facts[("m", module)] = 1
+        lazy = any(marker in text for marker in _LAZY_MARKERS)
+
+        def name(value: str) -> None:
+            if not (value.startswith("__") and value.endswith("__")):
+                facts[("n", module, value)] = 1
+
+        for node, conditions in module_statements(tree.body):
+            type_only = _under_type_checking(conditions)
+            guard = TYPE_CHECKING_GUARD if type_only else _guard(conditions)
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                imported = extract._absolute(path, node) if isinstance(node, ast.ImportFrom) else None
+                if imported is not None:
+                    names = ",".join(a.name for a in node.names)
+                    facts[("i", module, imported, names, guard or "", node.lineno)] = 1
+                    if type_only and not lazy:
+                        continue  # never bound when the module runs
+                    for alias in node.names:
+                        if alias.name == "*":
+                            self._stars.append((module, imported))
+                        else:
+                            name(alias.asname or alias.name)
+                else:
+                    for alias in node.names:
+                        facts[("i", module, alias.name, "", guard or "", node.lineno)] = 1
+                continue
+            if type_only and not lazy:
+                continue
+            for value in _lazy_names(node):
+                name(value)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name(node.name)
+                facts[("s", f"{module}.{node.name}")] = signature_text(node)
+            elif isinstance(node, ast.ClassDef):
+                name(node.name)
+                self._read_class(module, path, node)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for bound in _bound_names(target):
+                        if bound == "__all__":
+                            self._all[module] = self._all.get(module, []) + _strings(node.value)
+                        name(bound)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                for bound in _bound_names(node.target):
+                    if bound == "__all__" and node.value is not None:
+                        self._all[module] = self._all.get(module, []) + _strings(node.value)
+                    name(bound)
+        for value in self._all.get(module, []):
+            name(value)
+
+    def _read_class(self, module: str, path: str, node: ast.ClassDef) -> None:
+        qualname = f"{module}.{node.name}"
+        self.facts[("b", qualname)] = [ast.unparse(base) for base in node.bases]
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.facts[("n", module, f"{node.name}.{item.name}")] = 1
+                decorators = [ast.unparse(d) for d in item.decorator_list]
+                if not any(d == "property" or d.endswith((".setter", ".getter", ".deleter")) for d in decorators):
+                    self.facts[("s", f"{qualname}.{item.name}")] = signature_text(item)
+            elif isinstance(item, ast.Assign | ast.AnnAssign):
+                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                for target in targets:
+                    for bound in _bound_names(target):
+                        self.facts[("n", module, f"{node.name}.{bound}")] = 1
+        if extract._is_dataclass(node):
+            self._dataclasses.append((qualname, path, node))
+
+    def _fields(self, path: str, node: ast.ClassDef) -> dict[str, str]:
+        """A dataclass's fields with those of its bases in the same package, in dataclass order."""
+        fields: dict[str, str] = {}
+        for cls in reversed(extract.linearise(self.source, extract.ClassRef(path, node), set())):
+            if extract._is_dataclass(cls.node):
+                fields.update(_own_fields(cls.node))
+        return fields
+
+    def _resolve_stars(self) -> None:
+        """``from .x import *`` binds x's ``__all__``, else its public names (resolved until nothing changes)."""
+        names_of: dict[str, set[str]] = {}
+        for key in self.facts:
+            if key[0] == "n" and "." not in key[2]:
+                names_of.setdefault(key[1], set()).add(key[2])
+        changed = True
+        while changed:
+            changed = False
+            for module, imported in self._stars:
+                exported = self._all.get(imported) or [n for n in names_of.get(imported, ()) if not n.startswith("_")]
+                new = set(exported) - names_of.setdefault(module, set())
+                if new:
+                    names_of[module] |= new
+                    changed = True
+                    for value in new:
+                        self.facts[("n", module, value)] = 1
+
+
+def read_release(source: extract.Source, memo: dict | None = None) -> tuple[dict[tuple, object], set[str]]:
+    """The release's facts, and the modules its code imports anywhere (``memo``: see ReleaseReader)."""
+    reader = ReleaseReader(source, memo)
+    return reader.read(), reader.referenced
+
+
+def scope_filter(package: str, modules: list[str] | None, exclude: Callable[[str], bool] | None = None):
+    """The files read: the listed modules and their packages' ``__init__`` (all when None), less ``exclude``."""
+    if modules is None:
+        return (lambda path: not exclude(path)) if exclude else None
+    wanted = set()
+    for module in modules:
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            base = "/".join(parts[:i])
+            wanted.update({f"{base}.py", f"{base}/__init__.py"})
+    return lambda path: path in wanted and not (exclude and exclude(path))

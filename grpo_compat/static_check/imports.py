@@ -1,0 +1,205 @@
+"""The walk over the module-level imports that loading trl's / ms-swift's GRPO trainer reaches (the static check's
+``missing-module`` and ``missing-name`` findings; grpo_compat.static_check)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, guard_holds
+
+# The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
+ENTRIES = {
+    "trl": ("trl", "trl.trainer", "trl.trainer.grpo_trainer", "trl.trainer.grpo_config"),
+    "ms-swift": ("swift", "swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer"),
+}
+
+
+class ImportWalk:
+    """Walks the modules of trl (of ms-swift) from their entry points; ``findings`` and ``walked`` after run()."""
+
+    def __init__(self, install: Install) -> None:
+        self.install = install
+        self.findings: list[Finding] = []
+        self.walked: dict[str, Module] = {}
+
+    def run(self) -> None:
+        for distribution, entries in ENTRIES.items():
+            if self.install.version(distribution) is None:
+                continue
+            for entry in entries:
+                if self.install.find(entry):
+                    self._walk(entry, {entries[0]}, distribution)
+
+    def _walk(self, start: str, tops: set[str], distribution: str) -> None:
+        queue = [start]
+        while queue:
+            name = queue.pop()
+            if name in self.walked:
+                continue
+            module = self.install.module(name)
+            if module is None:
+                continue
+            self.walked[name] = module
+            parts = name.split(".")
+            queue += [".".join(parts[:i]) for i in range(1, len(parts))]
+            for record in module.imports:
+                if not guard_holds(self.install, record.guards):
+                    continue
+                queue += self._resolve_import(module, record, tops, distribution)
+
+    def _resolve_import(self, module: Module, record: Import, tops: set[str], distribution: str) -> list[str]:
+        """Findings of one import; the modules of the walked distribution it leads to."""
+        target = record.module
+        top = target.split(".")[0]
+        if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "__future__":
+            return []
+        own = top in tops
+        if not self._module_exists(module, record, target, distribution):
+            return []
+        leads = [target] if own else []
+        found = self.install.find(target)
+        for name, _bound in record.names:
+            if self.install.find(f"{target}.{name}"):
+                leads += [f"{target}.{name}"] if own else []
+                continue
+            if not (found and found[1]) or not (own or _may_lack(found[1], name)):
+                continue  # compiled or namespace (its names cannot be read), or its text binds the name
+            source = self.install.module(target)
+            if source is None:
+                continue
+            where = _defines(self.install, source, name)
+            if where is False:
+                self._missing_name(module, record, target, name, distribution)
+            elif isinstance(where, str) and own:
+                leads.append(where)
+        return leads
+
+    def _module_exists(self, module: Module, record: Import, target: str, distribution: str) -> bool:
+        parts = target.split(".")
+        for depth in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:depth])
+            if self.install.find(prefix):
+                continue
+            if depth > 1:
+                parent = self.install.module(".".join(parts[: depth - 1]))
+                if parent is None or parent.open_ended or _installs_finder(parent):
+                    return False  # a package that builds its submodules at run time: not judged
+            self._missing_module(module, record, prefix, depth == 1, distribution)
+            return False
+        return True
+
+    def _missing_module(self, module: Module, record: Import, missing: str, whole: bool, distribution: str) -> None:
+        install, version = self.install, self.install.version(distribution)
+        owner = install.owner(missing)
+        where = f"{module.relative_path}:{record.line}"
+        if whole:
+            declared = any(_requirement_name(r) == _normalize(owner) for r in install.requires(distribution))
+            why = "declares it but it is not installed" if declared else "does not declare it as a dependency"
+            message = (
+                f"{distribution} {version} imports {missing} when its GRPO trainer loads, and {distribution} {why}: "
+                f"No module named '{missing}'"
+            )
+            self.findings.append(Finding("missing-module", message, where, f"{distribution} {version}",
+                                         f"{owner} not installed", f"pip install {owner}"))  # fmt: skip
+            return
+        other = f"{owner} {install.version(owner)}"
+        message = (
+            f"{distribution} {version} imports {missing}, which {other} does not have: No module named '{missing}'"
+        )
+        fix = _fix_for_name(install, distribution, module.name, owner, missing, None)
+        self.findings.append(Finding("missing-module", message, where, f"{distribution} {version}", other, fix))
+
+    def _missing_name(self, module: Module, record: Import, target: str, name: str, distribution: str) -> None:
+        install, version = self.install, self.install.version(distribution)
+        owner = install.owner(target)
+        other = f"{owner} {install.version(owner)}"
+        message = (
+            f"{distribution} {version} imports {name} from {target}, which {other} does not define: "
+            f"cannot import name '{name}' from '{target}'"
+        )
+        fix = _fix_for_name(install, distribution, module.name, owner, target, name)
+        where = f"{module.relative_path}:{record.line}"
+        self.findings.append(Finding("missing-name", message, where, f"{distribution} {version}", other, fix))
+
+
+def _requirement_name(text: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+    extra = re.search(r"extra\s*==", text)
+    return "" if match is None or extra else _normalize(match.group(1))
+
+
+_TEXTS: dict[str, str] = {}
+
+
+def _may_lack(path: str, name: str) -> bool:
+    """False where the text of a module of another distribution plainly binds ``name`` (``def name``, ``name =``, an
+    import list or a lazy structure naming it): parsing every module trl imports from (torch's __init__,
+    transformers' trainer) would be most of a second, and only a name its text does not plainly bind is parsed for."""
+    if path not in _TEXTS:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                _TEXTS[path] = handle.read()
+        except OSError:
+            _TEXTS[path] = ""
+    text = _TEXTS[path]
+    if name not in text:
+        return bool(text)
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    at = text.find(name)
+    while at != -1:  # each line that holds the name: str.find, not a MULTILINE regex over 300 kB
+        begin, finish = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+        line = text[begin : finish if finish != -1 else len(text)].strip()
+        if word.search(line) and _binds(line, name):
+            return False
+        at = text.find(name, finish) if finish != -1 else -1
+    return True
+
+
+def _binds(line: str, name: str) -> bool:
+    """Whether a source line plainly binds ``name`` (over-accepting is safe: the check then stays silent)."""
+    head = line.split("(", 1)[0].split("=", 1)[0].split(":", 1)[0].strip()
+    return (
+        head in (f"def {name}", f"class {name}", f"async def {name}", name)
+        or line.startswith(("from ", "import "))
+        or f"as {name}" in line
+        or line.rstrip(",").strip() == name
+        or f'"{name}"' in line
+        or f"'{name}'" in line
+    )
+
+
+def _installs_finder(module: Module) -> bool:
+    import ast
+
+    return any(isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in ast.walk(module.tree))
+
+
+def _defines(install: Install, module: Module, name: str, depth: int = 0) -> bool | str | None:
+    """True: ``module`` binds ``name``; a str: the submodule a lazy structure takes it from; None: cannot tell;
+    False: it certainly does not."""
+    if name in module.bound:
+        return True
+    if name in module.lazy:
+        return f"{module.name}.{module.lazy[name]}"
+    if module.open_ended or depth > 5:
+        return None
+    for star in module.stars:
+        found = install.module(star)
+        if found is None:
+            return None
+        inner = _defines(install, found, name, depth + 1)
+        if inner is not False:
+            return inner
+    return False
+
+
+# -- fixes --------------------------------------------------------------------------------------------------------
+
+
+def _fix_for_name(install: Install, distribution: str, importer: str, owner: str, target: str, name: str | None) -> str:
+    """A pin range read from the histories: the releases of ``owner`` that have ``target``(.``name``), or the
+    releases of ``distribution`` that no longer import it; without histories for them, what to look for."""
+    import grpo_compat.static_check.fixes as fixes
+
+    return fixes.for_missing(install, distribution, importer, owner, target, name)

@@ -1,0 +1,180 @@
+"""The API histories (grpo_compat.histories): the facts issue 39 names, read from the shipped data, and the query API.
+
+The data is generated from PyPI's files by ``python -m matrix.api_history``; tests/test_histories_installed.py
+checks it against the installed releases' code.
+"""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from grpo_compat import histories
+from grpo_compat.histories import Signature
+
+
+def load(distribution: str) -> histories.ApiHistory:
+    history = histories.load(distribution)
+    assert history is not None, f"no data for {distribution}: run python -m matrix.api_history --dist {distribution}"
+    return history
+
+
+def between(history: histories.ApiHistory, first: str, last: str) -> list[str]:
+    return [v for v in history.releases if Version(first) <= Version(v) <= Version(last)]
+
+
+def undeclared(requires: list[str], distribution: str) -> bool:
+    """No Requires-Dist line installs ``distribution`` unless an extra is asked for."""
+    for line in requires:
+        name = line.split(";")[0].split("[")[0]
+        for cut in "<>=!~ (":
+            name = name.split(cut)[0]
+        if name.strip().lower().replace("_", "-") == distribution and "extra ==" not in line:
+            return False
+    return True
+
+
+# -- the facts issue 39 names
+
+
+def test_trl_0_21_to_1_12_import_requests_in_the_vllm_client_without_declaring_it():
+    trl = load("trl")
+    releases = between(trl, "0.21.0", "1.12.0")
+    assert releases[0] == "0.21.0" and releases[-1] == "1.12.0" and len(releases) > 20
+    for version in releases:
+        client = next(m for m in ("trl.generation.vllm_client", "trl.extras.vllm_client") if trl.has(m, None, version))
+        imported = [i for i in trl.imports(client, version) if i.module.split(".")[0] == "requests"]
+        assert imported, f"trl {version}: {client} imports no requests"
+        assert undeclared(trl.requires(version), "requests"), f"trl {version} declares requests"
+    # 1.x moved the client to trl/generation/, where HTTPAdapter is imported with no guard at all
+    assert any(
+        i.guard is None and i.names == ("HTTPAdapter",) for i in trl.imports("trl.generation.vllm_client", "1.12.0")
+    )
+    assert trl.module_spans("trl.extras.vllm_client")[-1][1] == "0.27.2"
+
+
+def test_huggingface_hub_2_no_longer_requires_requests():
+    hub = load("huggingface-hub")
+    old = [v for v in hub.releases if Version(v).major == 0]
+    new = [v for v in hub.releases if Version(v).major == 2]
+    assert old and new
+    assert all(not undeclared(hub.requires(v), "requests") for v in old)
+    assert all(undeclared(hub.requires(v), "requests") for v in new)
+
+
+def test_guided_decoding_params_exists_up_to_vllm_0_11_and_not_in_0_12():
+    vllm = load("vllm")
+    assert vllm.knows("0.12.0") and vllm.knows("0.11.2")
+    for version in between(vllm, "0.11.0", "0.11.2"):
+        assert vllm.has("vllm.sampling_params", "GuidedDecodingParams", version), version
+    assert not vllm.has("vllm.sampling_params", "GuidedDecodingParams", "0.12.0")
+    assert vllm.name_spans("vllm.sampling_params", "GuidedDecodingParams")[-1][1] == "0.11.2"
+    assert vllm.has("vllm.sampling_params", "StructuredOutputsParams", "0.12.0")  # what took its place
+
+
+def test_get_train_sampler_takes_the_dataset_from_transformers_4_52_but_trl_0_16_1_overrides_it_with_self_only():
+    transformers = load("transformers")
+    qualname = "transformers.trainer.Trainer._get_train_sampler"
+    assert [p.name for p in transformers.signature(qualname, "4.51.3").parameters] == ["self"]
+    assert [p.name for p in transformers.signature(qualname, "4.52.4").parameters] == ["self", "train_dataset"]
+    changed = [first for first, _, sig in transformers.signature_spans(qualname) if "train_dataset" in sig.text]
+    assert Version(changed[0]).release[:2] == (4, 52)
+    override = load("trl").signature("trl.trainer.grpo_trainer.GRPOTrainer._get_train_sampler", "0.16.1")
+    assert override is not None and [p.name for p in override.parameters] == ["self"]
+    # transformers 4.52's Trainer calls self._get_train_sampler(train_dataset): self and one more
+    assert override.accepts(2, ()) == "takes 1 positional argument but 2 were given"
+
+
+# -- the query API
+
+
+def test_every_distribution_with_data_loads_and_maps_its_import_name():
+    assert {"trl", "transformers", "vllm"} <= set(histories.DISTRIBUTIONS)
+    for distribution in histories.DISTRIBUTIONS:
+        history = load(distribution)
+        assert history.releases == sorted(history.releases, key=Version)
+        assert history.newest == history.releases[-1]
+        for name in histories.IMPORT_NAMES[distribution]:
+            assert histories.distribution_of_module(f"{name}.x.y") == distribution
+    assert histories.load("no-such-distribution") is None
+    assert histories.distribution_of_module("swift.llm") == "ms-swift"
+    assert histories.distribution_of_module("numpy") is None
+
+
+def test_a_release_the_data_lacks_reads_as_the_newest_release_before_it():
+    vllm = load("vllm")
+    assert vllm.nearest("0.12.0") == "0.12.0"
+    assert vllm.nearest("0.12.0.dev3+gabc") == "0.11.2"
+    assert vllm.nearest("0.12.1rc1") == "0.12.0"
+    assert vllm.nearest("0.8.5.post1") == "0.8.5.post1" and vllm.nearest("0.8.5+cpu") == "0.8.5"
+    assert vllm.nearest("0.1.0") is None and vllm.nearest("not a version") is None
+    assert not vllm.knows("0.12.1") and not vllm.has("vllm.sampling_params", None, "0.1.0")
+
+
+def test_where_names_every_module_a_name_was_ever_in_with_its_releases():
+    found = load("trl").where("GRPOTrainer")
+    modules = {module for module, _, _ in found}
+    assert {"trl", "trl.trainer", "trl.trainer.grpo_trainer"} <= modules
+    assert ("trl.trainer.grpo_trainer", "0.14.0", load("trl").newest) in found
+
+
+def test_a_config_dataclass_lists_its_fields_with_their_defaults_as_source_text():
+    trl = load("trl")
+    fields = trl.fields("trl.trainer.grpo_config.GRPOConfig", "0.16.1")
+    assert fields["beta"] == "0.04" and fields["use_vllm"] == "False"
+    assert "max_prompt_length" in fields and "max_prompt_length" not in trl.fields(
+        "trl.trainer.grpo_config.GRPOConfig", "0.28.0"
+    )
+    args = load("transformers").fields("transformers.training_args.TrainingArguments", "4.52.4")
+    assert args["output_dir"] in ("<required>", "None") and args["learning_rate"] == "5e-05"
+
+
+def test_guarded_imports_carry_their_guard():
+    trl = load("trl")
+    guards = {(i.module, i.names): i.guard for i in trl.imports("trl.trainer.grpo_trainer", "0.25.0")}
+    assert guards[("vllm.sampling_params", ("GuidedDecodingParams",))] == "is_vllm_available()"
+    assert guards[("torch", ())] is None
+    lazy = load("transformers").imports("transformers", "5.23.0")
+    assert any(i.guard == "TYPE_CHECKING" for i in lazy)
+
+
+def test_lazy_init_names_count_as_importable():
+    transformers = load("transformers")
+    for version in (transformers.releases[0], "4.52.4", transformers.newest):
+        assert transformers.has("transformers", "Trainer", version), version
+        assert transformers.has("transformers", "AutoModelForCausalLM", version), version
+    assert load("trl").has("trl", "GRPOConfig", "0.14.0")
+
+
+@pytest.mark.parametrize(
+    ("text", "positional", "keywords", "why"),
+    [
+        ("self", 1, (), None),
+        ("self", 2, (), "takes 1 positional argument but 2 were given"),
+        ("self,dataset=", 2, (), None),
+        ("self,a,b=", 4, (), "takes from 2 to 3 positional arguments but 4 were given"),
+        ("self,*args,**kwargs", 9, ("x",), None),
+        ("self,*,x=", 1, ("x",), None),
+        ("self,*,x=", 1, ("y",), "no parameter 'y'"),
+        ("self,*,x", 1, (), "missing required argument: 'x'"),
+        ("a,/,b", 0, ("a", "b"), "positional-only argument 'a' passed as a keyword"),
+        ("a,/,**kw", 1, ("a",), None),
+        ("a,/,**kw", 0, ("a",), "missing required argument: 'a'"),
+        ("self,a", 2, ("a",), "got multiple values for argument 'a'"),
+    ],
+)
+def test_a_signature_says_whether_a_call_binds_and_why_not(text, positional, keywords, why):
+    assert Signature.parse(text).accepts(positional, keywords) == why
+
+
+def test_a_signature_keeps_each_parameters_kind_and_default():
+    signature = Signature.parse("a,/,b=,*args,c,d=,**kw")
+    kinds = [(p.name, p.kind, p.has_default) for p in signature.parameters]
+    assert kinds == [
+        ("a", "POSITIONAL_ONLY", False),
+        ("b", "POSITIONAL_OR_KEYWORD", True),
+        ("args", "VAR_POSITIONAL", False),
+        ("c", "KEYWORD_ONLY", False),
+        ("d", "KEYWORD_ONLY", True),
+        ("kw", "VAR_KEYWORD", False),
+    ]
