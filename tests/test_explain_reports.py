@@ -258,3 +258,21 @@ def test_an_override_called_with_more_arguments_than_it_takes_names_both_package
         "transformers",
     )
     assert explain(log, installed={}).answer().failure.id == "trl-sampler-transformers-4.52"  # the record stays
+
+
+def test_with_histories_an_arity_mismatch_names_the_first_release_whose_override_takes_the_call(monkeypatch):
+    from grpo_compat.catalogue import reasoning
+
+    class Signature:
+        def __init__(self, positional):
+            self.positional = positional
+
+        def accepts(self, positional, keywords):
+            return None if positional <= self.positional else f"takes {self.positional}"
+
+    trl = _ContractHistory(["0.16.1", "0.17.0"], {})
+    trl.signature_spans = lambda qualname: [("0.14.0", "0.16.1", Signature(0)), ("0.17.0", "1.16.0", Signature(1))]
+    monkeypatch.setattr(reasoning, "_history", lambda distribution: trl if distribution == "trl" else None)
+    log = (Path(__file__).parent / "fixtures" / "explain" / "skew" / "r15_trl0.16.1_tf4.52.4.log").read_text()
+    (finding,) = reason(log, {"trl": "0.16.1", "transformers": "4.52.4"}).findings
+    assert (finding.remedy, finding.fix) == ("upgrade", "pip install 'trl>=0.17.0'")
