@@ -234,6 +234,7 @@ def test_a_note_that_the_loss_is_expected_is_shown_but_never_offered_as_the_caus
     assert explanation.answer() is None
 
 
+@pytest.mark.slow  # a fresh interpreter importing trl: ~1 minute on a loaded machine
 def test_a_crash_after_apply_that_reasoning_explains_gets_the_explanation_under_its_traceback():
     from tests.helpers import run_python
 
@@ -244,3 +245,34 @@ def test_a_crash_after_apply_that_reasoning_explains_gets_the_explanation_under_
     assert result.returncode == 1
     traceback_end = result.stderr.index("ImportError: cannot import name 'ConstantLengthDataset'")
     assert result.stderr.find("name-missing: ConstantLengthDataset (the evidence names it)") > traceback_end
+
+
+def test_an_override_called_with_more_arguments_than_it_takes_names_both_packages():
+    # trl 0.16.1 + transformers 4.52.4 on a real install (the matrix's skew run; the catalogue's census row 15)
+    log = (Path(__file__).parent / "fixtures" / "explain" / "skew" / "r15_trl0.16.1_tf4.52.4.log").read_text()
+    (finding,) = [f for f in reason(log, {"trl": "0.16.1", "transformers": "4.52.4"}).findings]
+    assert (finding.cls, finding.name, finding.package, finding.importer) == (
+        "signature-mismatch",
+        "_get_train_sampler",
+        "trl",
+        "transformers",
+    )
+    assert explain(log, installed={}).answer().failure.id == "trl-sampler-transformers-4.52"  # the record stays
+
+
+def test_with_histories_an_arity_mismatch_names_the_first_release_whose_override_takes_the_call(monkeypatch):
+    from grpo_compat.catalogue import reasoning
+
+    class Signature:
+        def __init__(self, positional):
+            self.positional = positional
+
+        def accepts(self, positional, keywords):
+            return None if positional <= self.positional else f"takes {self.positional}"
+
+    trl = _ContractHistory(["0.16.1", "0.17.0"], {})
+    trl.signature_spans = lambda qualname: [("0.14.0", "0.16.1", Signature(0)), ("0.17.0", "1.16.0", Signature(1))]
+    monkeypatch.setattr(reasoning, "_history", lambda distribution: trl if distribution == "trl" else None)
+    log = (Path(__file__).parent / "fixtures" / "explain" / "skew" / "r15_trl0.16.1_tf4.52.4.log").read_text()
+    (finding,) = reason(log, {"trl": "0.16.1", "transformers": "4.52.4"}).findings
+    assert (finding.remedy, finding.fix) == ("upgrade", "pip install 'trl>=0.17.0'")

@@ -37,6 +37,7 @@ from grpo_compat.core.versions import distribution_of, release
 CLASSES = (
     "name-missing",
     "keyword-not-accepted",
+    "signature-mismatch",
     "missing-package",
     "machine-cannot-run",
     "vllm-wiring",
@@ -524,6 +525,10 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
         finding = _keyword(m.group("callable"), m.group("name"), _line(text, m.start()), versions)
         if finding is not None:
             found.append((m.start(), finding))
+    for m in _matches(_ARITY, text, "positional argument"):
+        finding = _arity(m, text, versions)
+        if finding is not None:
+            found.append((m.start(), finding))
     for m in _matches(_MISSING_ARGUMENT, text, "required positional argument"):
         if "reward" in m.group("callable").lower():
             found.append(
@@ -571,6 +576,62 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
             )
         )
     return found
+
+
+def _arity(m: re.Match, text: str, versions: dict[str, str]) -> Finding | None:
+    """``Owner.method() takes N positional arguments but M were given``: an override and its caller from releases
+    that do not match (trl's GRPOTrainer._get_train_sampler and transformers 4.52's Trainer, the census's row 15)."""
+    owner, _, method = m.group("callable").rpartition(".")
+    if not owner or not method:
+        return None
+    role = _role(owner)
+    callee = _GRPO_CLASSES[role][0] if role else None
+    caller = _importer(text, m.start())
+    if callee is None or caller is None or caller == callee:
+        return None
+    takes, given = int(m.group("takes")), int(m.group("given"))
+    evidence = _line(text, m.start())
+    cause = (
+        f"{callee}'s {owner}.{method} takes {takes} positional argument{'s' if takes != 1 else ''}; {caller}"
+        + (f" {versions[caller]}" if caller in versions else "")
+        + f" calls it with {given}: the override and its caller come from releases that do not match."
+    )
+    history = _history(callee)
+    if history is not None:
+        qualname = f"{_GRPO_CLASSES[role][1]}.{_GRPO_CLASSES[role][2]}.{method}"
+        fits = [
+            first
+            for first, _, signature in history.signature_spans(qualname)
+            if signature.accepts(given - 1, ()) is None
+        ]  # less self
+        version = versions.get(callee)
+        later = [first for first in fits if version and release(first) > release(version)]
+        if later:
+            return Finding(
+                "signature-mismatch",
+                method,
+                True,
+                cause + f" {callee} {later[0]} takes {given}.",
+                f"pip install '{callee}>={later[0]}'",
+                evidence,
+                package=callee,
+                importer=caller,
+                callable=owner,
+                remedy="upgrade",
+                data="API histories",
+            )
+    return Finding(
+        "signature-mismatch",
+        method,
+        True,
+        cause,
+        f"install the {caller} release range your {callee} declares, or a {callee} made for this {caller}",
+        evidence,
+        package=callee,
+        importer=caller,
+        callable=owner,
+        data="the log",
+    )
 
 
 def _object_attribute(owner: str, name: str, text: str, position: int, versions: dict[str, str]) -> Finding | None:
