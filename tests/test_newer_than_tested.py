@@ -1,7 +1,7 @@
 """Newer than tested, and what this machine cannot run: issue 39, item 5 (and item 4's machine settings).
 
 - The newest release the version matrix has tested is generated from matrix/cells.toml's exact pins
-  (grpo_compat/tested_versions.py); the start-up line, report(), doctor and check name an installed release newer
+  (grpo_compat/core/tested_versions.py); the start-up line, report(), doctor and check name an installed release newer
   than it, with the patches acting on it through a window with no upper bound.
 - ``check --trl-version`` / ``--swift-version`` refuse a release the settings data does not hold.
 - ``check`` refuses bf16 without a GPU where transformers refuses it, and use_vllm without vLLM; never fp16 (it
@@ -22,9 +22,9 @@ import sys
 import pytest
 
 from grpo_compat.core.tested import newer_than_tested, open_window, proven_from_cells
+from grpo_compat.core.tested_versions import NEWEST_TESTED
 from grpo_compat.core.versions import release
 from grpo_compat.settings.history import load
-from grpo_compat.tested_versions import NEWEST_TESTED
 from grpo_compat.tools.machine import has_accelerator
 from matrix.repository import cells_file
 from tests.helpers import REPO, cell_python, smoke

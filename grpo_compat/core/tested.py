@@ -1,6 +1,6 @@
 """Installed versions newer than the newest the version matrix has proven, and the patches that act on them.
 
-The newest proven release of each package is read from ``grpo_compat/tested_versions.py``, which
+The newest proven release of each package is read from ``grpo_compat/core/tested_versions.py``, which
 ``python -m grpo_compat.tools.regenerate`` writes from the exact pins of ``matrix/cells.toml`` (the matrix is not
 in the wheel; the test of the generated files fails when the two differ). A patch whose window for such a
 package has no upper bound (``transformers>=4.52``) acts on a release nobody has run it on: the start-up line,
@@ -22,7 +22,7 @@ _UPPER = ("<", "<=", "==")
 
 def newest_tested() -> dict[str, tuple[str, str]]:
     """Package -> (newest release the matrix pins, a cell that pins it), as generated from matrix/cells.toml."""
-    from grpo_compat.tested_versions import NEWEST_TESTED
+    from grpo_compat.core.tested_versions import NEWEST_TESTED
 
     return NEWEST_TESTED
 

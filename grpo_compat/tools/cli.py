@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from grpo_compat.tools.arguments import ArgumentParser
 
 
-# What `check` does not judge, said where it says ok (a bf16 config passes on a CPU-only machine; trl refuses it there).
-NOT_THE_MACHINE = "the settings only: this machine's bf16 and GPU support are not checked"
+# What `check` did not judge, said where it says ok: a config for another machine, or ms-swift's arguments, whose
+# machine checks (bf16 without a GPU, use_vllm without vLLM: grpo_compat.tools.machine) cover trl configs only.
+NOT_THE_MACHINE = "the settings only: this machine's bf16, GPU and vLLM support are not checked"
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -139,7 +140,8 @@ def _check(args: argparse.Namespace) -> int:
         print(f"GRPO settings checked against {rules.name}, {world_size} process(es):")
         for line in describe_newer(newer, indent="note: "):
             print(line)
-        print(describe(findings) if findings else f"ok: these settings can train ({NOT_THE_MACHINE})")
+        machine_note = f" ({NOT_THE_MACHINE})" if args.swift or args.other_machine else " (on this machine)"
+        print(describe(findings) if findings else f"ok: these settings can train{machine_note}")
         for finding in installed:
             print(f"warning (installed packages, read without importing): {finding.message} ({finding.where})")
             print(f"  fix: {finding.fix}")

@@ -10,7 +10,7 @@
 - the patch table of ``docs/patches.md`` (between its two ``patch table`` markers);
 - ``docs/index.md``: the documentation site's home page, which is ``README.md`` with its links made relative to
   ``docs/`` (the README is written once, for GitHub and the site alike);
-- ``grpo_compat/tested_versions.py``: the newest release of each watched package that ``matrix/cells.toml`` pins
+- ``grpo_compat/core/tested_versions.py``: the newest release of each watched package that ``matrix/cells.toml`` pins
   (grpo_compat.core.tested), which the wheel carries without the matrix.
 
 Run it after adding or changing a patch, a record or a cell, and after merging branches that did.
@@ -122,7 +122,7 @@ def generated_files(root: Path) -> dict[Path, str]:
         root / "docs" / "failures.md": to_markdown(load_failures(patches)),
         patch_page: page_with_table(patch_page.read_text(encoding="utf-8"), patch_table(patches)),
         root / "docs" / "index.md": docs_home((root / "README.md").read_text(encoding="utf-8")),
-        root / "grpo_compat" / "tested_versions.py": tested_source(root / "matrix" / "cells.toml"),
+        root / "grpo_compat" / "core" / "tested_versions.py": tested_source(root / "matrix" / "cells.toml"),
     }
 
 
