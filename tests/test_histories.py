@@ -179,3 +179,13 @@ def test_a_signature_keeps_each_parameters_kind_and_default():
         ("d", "KEYWORD_ONLY", True),
         ("kw", "VAR_KEYWORD", False),
     ]
+
+
+def test_ms_swift_rlhf_arguments_moved_to_swift_arguments_in_4_0_with_their_fields():
+    swift = load("ms-swift")
+    modules = {module: (first, last) for module, first, last in swift.where("RLHFArguments")}
+    assert modules["swift.llm.argument.rlhf_args"] == ("3.2.0", "3.12.6")
+    assert modules["swift.arguments.rlhf_args"][1] == swift.newest
+    assert Version(modules["swift.arguments.rlhf_args"][0]).major == 4
+    fields = swift.fields("swift.arguments.rlhf_args.RLHFArguments", swift.newest)
+    assert fields["num_generations"] == "8"  # GRPO's, from its same-package mixin
