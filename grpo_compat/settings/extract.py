@@ -167,21 +167,28 @@ def _base_name(node: ast.expr) -> str | None:
     return None
 
 
-def linearise(source: Source, ref: ClassRef, external: set[str]) -> list[ClassRef]:
-    """The class and its package-local bases in method resolution order (C3); other bases go to ``external``."""
+def linearise(source: Source, ref: ClassRef, external: set[str], within: frozenset = frozenset()) -> list[ClassRef]:
+    """The class and its package-local bases in method resolution order (C3); other bases go to ``external``.
+
+    ``within``: the classes being linearised below which this one sits (a base resolving to one of them is
+    named, not followed: Python would refuse such a class, and the reader must not loop on it).
+    """
+    within = within | {id(ref.node)}
     bases = []
     for base in ref.node.bases:
         name = _base_name(base)
         if name is None or name in ("object", "Generic"):
             continue
-        found = find_class(source, ref.path, name) or (
-            None if _imported_from_elsewhere(source, ref.path, name) else find_class_anywhere(source, name)
-        )
-        if found is None:
+        found = find_class(source, ref.path, name)
+        if found is not None and found.node is ref.node:  # `class X(X)`: the base is the X its module imports
+            found = _imported_class(source, ref.path, name)
+        elif found is None and not _imported_from_elsewhere(source, ref.path, name):
+            found = find_class_anywhere(source, name)
+        if found is None or id(found.node) in within:
             external.add(name)
         else:
             bases.append(found)
-    sequences = [linearise(source, base, external) for base in bases] + [bases]
+    sequences = [linearise(source, base, external, within) for base in bases] + [bases]
     order = [ref]
     while any(sequences):
         for sequence in sequences:
@@ -193,6 +200,15 @@ def linearise(source: Source, ref: ClassRef, external: set[str]) -> list[ClassRe
         order.append(head)
         sequences = [[c for c in s if c != head] for s in sequences]
     return order
+
+
+def _imported_class(source: Source, path: str, name: str) -> ClassRef | None:
+    for module, original in source.imported(path).get(name, ()):
+        target = source.module_path(module) if module.split(".")[0] == source.package else None
+        found = find_class(source, target, original) if target else None
+        if found is not None:
+            return found
+    return None
 
 
 def _imported_from_elsewhere(source: Source, path: str, name: str) -> bool:
