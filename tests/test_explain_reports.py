@@ -160,45 +160,19 @@ def test_a_record_whose_versions_do_not_match_is_not_the_answer_when_reasoning_e
     assert all(match.superseded for match in explanation.matches if not match.expected_here)
 
 
-# --- the API histories, wired in before their data lands: a stand-in that follows the contract --------------
-# (/work/coord/HISTORIES_API.md). It stands in for grpo_compat.histories, this project's own module, not for an
-# upstream library: it checks that explain turns the spans the histories give into the fix, both directions.
+# --- the API histories (grpo_compat.histories, read from the released code) turn a missing name into a fix --------
 
 
-class _ContractHistory:
-    def __init__(self, releases, spans):
-        self.releases, self._spans = releases, spans
-
-    def nearest(self, version):
-        older = [r for r in self.releases if tuple(map(int, r.split("."))) <= tuple(map(int, version.split(".")))]
-        return older[-1] if older else None
-
-    def name_spans(self, module, name):
-        return self._spans.get((module, name), [])
-
-    def where(self, name):
-        return [(module, *span) for (module, n), spans in self._spans.items() if n == name for span in spans]
-
-
-def test_with_histories_a_name_added_later_is_an_upgrade_and_a_removed_one_a_pin(monkeypatch):
-    from grpo_compat.catalogue import reasoning
-
-    trl = _ContractHistory(
-        ["0.13.0", "0.14.0", "0.19.1", "0.20.0"],
-        {
-            ("trl", "GRPOConfig"): [("0.14.0", "0.20.0")],
-            ("trl.trainer.utils", "ConstantLengthDataset"): [("0.13.0", "0.19.1")],
-        },
-    )
-    monkeypatch.setattr(reasoning, "_history", lambda distribution: trl if distribution == "trl" else None)
-    (added,) = reason(
-        "ImportError: cannot import name 'GRPOConfig' from 'trl'\n- TRL version: 0.13.0", {"trl": "0.13.0"}
-    ).findings
-    assert (added.remedy, added.fix) == ("upgrade", "pip install 'trl>=0.14.0'")
+def test_with_histories_a_removed_name_is_a_pin_and_one_added_later_an_upgrade():
+    # vLLM 0.12 removed GuidedDecodingParams (last in 0.11.2) and 0.11 added StructuredOutputsParams: both directions.
     removed = reason(
-        "ImportError: cannot import name 'ConstantLengthDataset' from 'trl.trainer.utils'", {"trl": "0.20.0"}
+        "ImportError: cannot import name 'GuidedDecodingParams' from 'vllm.sampling_params'", {"vllm": "0.12.0"}
     ).findings[0]
-    assert (removed.remedy, removed.fix) == ("pin", "pip install 'trl<=0.19.1'")
+    assert (removed.remedy, removed.fix, removed.data) == ("pin", "pip install 'vllm<=0.11.2'", "API histories")
+    added = reason(
+        "ImportError: cannot import name 'StructuredOutputsParams' from 'vllm.sampling_params'", {"vllm": "0.10.2"}
+    ).findings[0]
+    assert (added.remedy, added.fix, added.data) == ("upgrade", "pip install 'vllm>=0.11.0'", "API histories")
 
 
 # --- do no harm: reasoning adds answers where the catalogue has none, and takes none away -------------------
@@ -260,19 +234,8 @@ def test_an_override_called_with_more_arguments_than_it_takes_names_both_package
     assert explain(log, installed={}).answer().failure.id == "trl-sampler-transformers-4.52"  # the record stays
 
 
-def test_with_histories_an_arity_mismatch_names_the_first_release_whose_override_takes_the_call(monkeypatch):
-    from grpo_compat.catalogue import reasoning
-
-    class Signature:
-        def __init__(self, positional):
-            self.positional = positional
-
-        def accepts(self, positional, keywords):
-            return None if positional <= self.positional else f"takes {self.positional}"
-
-    trl = _ContractHistory(["0.16.1", "0.17.0"], {})
-    trl.signature_spans = lambda qualname: [("0.14.0", "0.16.1", Signature(0)), ("0.17.0", "1.16.0", Signature(1))]
-    monkeypatch.setattr(reasoning, "_history", lambda distribution: trl if distribution == "trl" else None)
+def test_with_histories_an_arity_mismatch_names_the_first_release_whose_override_takes_the_call():
+    # trl's GRPOTrainer._get_train_sampler takes the dataset transformers 4.52 passes from trl 0.18.0 on (histories)
     log = (Path(__file__).parent / "fixtures" / "explain" / "skew" / "r15_trl0.16.1_tf4.52.4.log").read_text()
     (finding,) = reason(log, {"trl": "0.16.1", "transformers": "4.52.4"}).findings
-    assert (finding.remedy, finding.fix) == ("upgrade", "pip install 'trl>=0.17.0'")
+    assert (finding.remedy, finding.fix, finding.data) == ("upgrade", "pip install 'trl>=0.18.0'", "API histories")

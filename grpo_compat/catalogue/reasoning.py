@@ -97,14 +97,13 @@ def _distribution_name(name: str) -> str:
 STATED_SPAN = 200_000  # a log's first and last characters searched for name-version lines (env dumps, pip freeze)
 
 
-def stated_versions(text: str, tracked: dict[str, str] | None = None) -> dict[str, str]:
-    """Every distribution's version a log states, first statement wins; wider than ``versions_in`` (any package).
+def stated_versions(text: str, tracked: dict[str, str]) -> dict[str, str]:
+    """Every distribution's version a log states, first statement wins; wider than ``tracked`` (any package).
 
-    ``tracked``: ``versions_in(text)`` when the caller has it already (it reads the whole log, ~1 s for 15 MB).
+    ``tracked``: the tracked distributions' versions the caller read from the log (log_matching.versions_in, which
+    reads the whole log, ~1 s for 15 MB: read once, by the caller).
     """
-    from grpo_compat.catalogue.log_matching import versions_in
-
-    found = dict(versions_in(text) if tracked is None else tracked)
+    found = dict(tracked)
 
     def note(name: str, version: str) -> None:
         found.setdefault(_distribution_name(name), version)
@@ -134,11 +133,9 @@ def stated_versions(text: str, tracked: dict[str, str] | None = None) -> dict[st
 
 def _history(distribution: str):
     """The API history of a distribution (grpo_compat.histories), or None when there is none for it."""
-    try:
-        from grpo_compat import histories
-    except ImportError:  # the histories package is not in this build
-        return None
-    return histories.load(distribution)
+    from grpo_compat.histories import load
+
+    return load(distribution)
 
 
 @cache
