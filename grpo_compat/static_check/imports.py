@@ -44,7 +44,7 @@ class ImportWalk:
             parts = name.split(".")
             queue += [".".join(parts[:i]) for i in range(1, len(parts))]
             for record in module.imports:
-                if not guard_holds(self.install, record.guards):
+                if not guard_holds(self.install, record.guards, module):
                     continue
                 queue += self._resolve_import(module, record, tops, distribution)
 
