@@ -29,7 +29,12 @@ PATCH_ID = "trl.fused-loss-check"
 
 @patch(
     id=PATCH_ID,
-    catalogue=("fused-loss-not-objective", "moe-aux-loss-dropped-liger", "liger-token-normalisation-accumulation"),
+    catalogue=(
+        "fused-loss-not-objective",
+        "moe-aux-loss-dropped-liger",
+        "liger-token-normalisation-accumulation",
+        "liger-prompt-learning-peft",
+    ),
     requires=("trl>=0.17,<1.14", "liger-kernel"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer.compute_loss",
     expects=("self", "model", "inputs"),
