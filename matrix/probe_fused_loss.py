@@ -50,6 +50,9 @@ def probe(args: argparse.Namespace, output_dir: str, result: dict) -> None:
     config = GRPOConfig(**kwargs, **extra)
     rewards = reward_function(args)
     adapter = {"peft_config": prompt_tuning_config()} if args.prompt_tuning else {}
+    # trl builds the adapter before transformers' Trainer seeds the run, and torch 2.13 starts each process with
+    # another random state: a prompt adapter's random start would differ between the plain and the patched run.
+    torch.manual_seed(args.seed)
     trainer = GRPOTrainer(
         model=str(model_dir), reward_funcs=rewards, args=config, train_dataset=prompts(args), **adapter
     )
