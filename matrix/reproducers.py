@@ -1126,7 +1126,7 @@ REPRODUCERS += (
         failure="liger-prompt-learning-peft",
         script="fused-loss",
         # A prompt-tuning adapter (4 virtual tokens): the fused path skips PeftModel.forward (trl 1.7.1 refuses it).
-        requires=("trl>=1.0,<1.7.1", "liger-kernel>=0.8.0", "peft"),
+        requires=("trl>=0.25,<1.7.1", "liger-kernel>=0.8.0", "peft"),
         # beta 1: the difference on the first batch is the KL the virtual tokens make (0.04 gives 1.7e-5, near the
         # tolerance; the missing gradient of the virtual tokens is what matters, and it shows no value)
         settings=("loss_type=bnpo", "beta=1.0"),
