@@ -1126,7 +1126,10 @@ REPRODUCERS += (
         failure="liger-prompt-learning-peft",
         script="fused-loss",
         # A prompt-tuning adapter (4 virtual tokens): the fused path skips PeftModel.forward (trl 1.7.1 refuses it).
-        requires=("trl>=0.25,<1.7.1", "liger-kernel>=0.8.0", "peft"),
+        # Run on trl 1.7.0 (liger-kernel 0.8.0, peft 0.18.1, transformers 5.10.0) in a cell since dropped: a trl
+        # 1.1-1.8 cell also plans the think-block reproducers (jmespath needed) and tools-without-jmespath (jmespath
+        # absent). trl 0.29.1 and 1.0.0 fail instead ('Qwen2Model' object has no attribute 'model'). Planned nowhere.
+        requires=("trl>=1.7,<1.7.1", "liger-kernel>=0.8.0", "peft"),
         # beta 1: the difference on the first batch is the KL the virtual tokens make (0.04 gives 1.7e-5, near the
         # tolerance; the missing gradient of the virtual tokens is what matters, and it shows no value)
         settings=("loss_type=bnpo", "beta=1.0"),
