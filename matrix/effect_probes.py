@@ -483,6 +483,23 @@ def _a_sync_into_a_prepacked_engine_goes_through_reload() -> bool:
     return [name for name, _ in reloaded] == ["weight"] and torch.equal(reloaded[0][1], policy.weight.detach())
 
 
+def _gspo_with_a_token_summed_loss_is_named() -> bool:
+    import logging
+
+    from grpo_compat.fixes.objective_settings import HEADLINE
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("grpo_compat")
+    logger.addHandler(handler)
+    try:
+        _grpo_config(importance_sampling_level="sequence", loss_type="bnpo")
+    finally:
+        logger.removeHandler(handler)
+    return any(HEADLINE in message for message in said)
+
+
 def _misspelt_setting_is_named_with_the_setting_meant() -> bool:
     # A typo, not a removed setting: every trl in the window takes num_generations (max_prompt_length, the
     # reproducer's removed setting, is still a setting before 0.28).
@@ -610,6 +627,11 @@ def _swift_3_5_grpo_on_trl_0_20_is_refused() -> bool:
 
 def _swift_server_mode_without_vllm_is_refused() -> bool:
     return _refused_before_loading(_swift_rlhf_arguments(vllm_mode="server"), GRPOSettingsError)
+
+
+def _swift_sleep_level_with_accumulation_is_refused() -> bool:
+    colocated = dict(use_vllm=True, sleep_level=1, gradient_accumulation_steps=4)
+    return _refused_before_loading(_swift_rlhf_arguments(**colocated), GRPOSettingsError)
 
 
 def _swift_3_2_0_grpo_on_trl_0_16_is_refused() -> bool:
@@ -785,6 +807,10 @@ PROBES: dict[str, Callable[[], bool] | str] = {
     "trl.refuse-gmpo-with-liger": _gmpo_with_liger_is_refused,
     "trl.refuse-outdated-logps-override": _outdated_logps_override_is_refused,
     "trl.refuse-async-grpo-environment-owned": _async_grpo_environment_owned_is_refused,
+    "trl.fused-loss-check": "acts on the first training step of a run on the fused Liger loss, which needs a "
+    "generation: matrix reproducers fused-loss-token-normalisation and fused-loss-moe-aux-dropped (probe fused-loss)",
+    "trl.sequence-level-token-sum": _gspo_with_a_token_summed_loss_is_named,
+    "swift.refuse-sleep-level-accumulation": _swift_sleep_level_with_accumulation_is_refused,
     "trl.liger-zero3-lm-head-route": "a ZeRO-3 shard needs DeepSpeed across 2 processes: matrix reproducer "
     "liger-zero3-empty-lm-head",
     "trl.liger-tool-mask": "acts on the Liger loss of a batch with tool results, which needs a model fitted to call "

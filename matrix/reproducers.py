@@ -93,7 +93,8 @@ REPRODUCERS = (
         script="swift",
         requires=("ms-swift>=3.1.1,<4", "trl>=0.14"),
         settings=("num_generations=1",),
-        upstream=r"requires at least 2 generations",
+        # trl >= 0.17's message; trl 0.15-0.16's divisibility message (ms-swift 3.3 on trl 0.16: cell swift-3.3)
+        upstream=r"requires at least 2 generations|evenly divisible by the number of generations per prompt \(1\)",
         patched=r"GRPOSettingsError: GRPO needs at least 2 completions per prompt.*--num_generations 2",
     ),
     Reproducer(
@@ -1155,6 +1156,23 @@ REPRODUCERS += (
         requires=("trl>=1.7,<1.14", "liger-kernel>=0.8.0"),
         settings=("loss_type=bnpo",),
         flags=("--model-arch", "qwen3-moe"),
+        upstream=_FUSED_LOSS_DIFFERS,
+        patched=None,
+    ),
+    Reproducer(
+        id="fused-loss-prompt-tuning",
+        patch="trl.fused-loss-check",
+        failure="liger-prompt-learning-peft",
+        script="fused-loss",
+        # A prompt-tuning adapter (4 virtual tokens): the fused path skips PeftModel.forward (trl 1.7.1 refuses it).
+        # Run on trl 1.7.0 (liger-kernel 0.8.0, peft 0.18.1, transformers 5.10.0) in a cell since dropped: a trl
+        # 1.1-1.8 cell also plans the think-block reproducers (jmespath needed) and tools-without-jmespath (jmespath
+        # absent). trl 0.29.1 and 1.0.0 fail instead ('Qwen2Model' object has no attribute 'model'). Planned nowhere.
+        requires=("trl>=1.7,<1.7.1", "liger-kernel>=0.8.0", "peft"),
+        # beta 1: the difference on the first batch is the KL the virtual tokens make (0.04 gives 1.7e-5, near the
+        # tolerance; the missing gradient of the virtual tokens is what matters, and it shows no value)
+        settings=("loss_type=bnpo", "beta=1.0"),
+        flags=("--prompt-tuning",),
         upstream=_FUSED_LOSS_DIFFERS,
         patched=None,
     ),

@@ -20,6 +20,7 @@ WRAPPING_ORDER = (
     # GRPOConfig.__post_init__
     "trl.grpo-config-check",
     "trl.deepspeed-agreement",  # fills the DeepSpeed config TrainingArguments.__post_init__ has just built
+    "trl.sequence-level-token-sum",  # warns after upstream resolved the loss type and level (it refuses nothing)
     # GRPOTrainer.training_step (their windows do not meet: trl >= 0.22 needs transformers >= 4.55, not 4.48)
     "trl.accumulation-steps-default",  # the attribute upstream's loss reads, for the whole step
     "trl.deepspeed-gas-double-scaling",
@@ -27,6 +28,7 @@ WRAPPING_ORDER = (
     "swift.refuse-trl-0.20-on-swift-3.5",
     "swift.refuse-trl-optional-imports",
     "swift.refuse-server-mode-without-vllm",
+    "swift.refuse-sleep-level-accumulation",  # before upstream replaces gradient_accumulation_steps
     "swift.grpo-arguments-check",
     # ms-swift SwiftRLHF._prepare_model_tokenizer (the windows do not meet: ms-swift 3.2.0 / >= 3.5)
     "swift.refuse-trl-0.16-on-swift-3.2.0",
@@ -39,6 +41,8 @@ WRAPPING_ORDER = (
     "trl.liger-lm-head-guard",  # reroutes a model that returns logits to the non-Liger loss
     "trl.liger-zero3-lm-head-route",  # routes a ZeRO-3-sharded lm_head to the non-Liger loss
     "trl.liger-tool-mask",  # on the Liger loss itself (the rerouted non-Liger loss applies tool_mask already)
+    # GRPOTrainer.compute_loss (trl 0.17-1.13 with liger-kernel; trl.logps-alignment, below, wraps it too)
+    "trl.fused-loss-check",  # compares the loss the call below returns, once; changes nothing it computes
     # GRPOTrainer._get_per_token_logps (trl 0.19)
     "trl.logps-trim-logits",  # hands the model a logits trimmer
     "trl.logps-alignment",  # aligns the call it makes

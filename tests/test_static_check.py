@@ -26,7 +26,7 @@ CASES = {
         (),
         ("missing-module", "trl/generation/vllm_client.py:30", "pip install requests"),
     ),
-    # trl 0.21-0.27 guard it with is_requests_available(), which returns transformers' _is_package_available("requests"):
+    # trl 0.21-0.27 guard it with is_requests_available(), which returns _is_package_available("requests"):
     # a bool in transformers 4, a (found, version) tuple in 5, always true, so the import runs without requests
     "requests-guarded": (
         Cell(

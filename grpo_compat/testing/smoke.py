@@ -100,6 +100,9 @@ def parse_args(description: str, set_help: str, argv: list[str] | None = None) -
         "training is the one it continued from, byte for byte",
     )
     p.add_argument(
+        "--prompt-tuning", action="store_true", help="probe fused-loss: train a prompt-tuning adapter (peft, 4 tokens)"
+    )
+    p.add_argument(
         "--model-arch",
         choices=("qwen2", "qwen2-head64", "qwen2-untied", "gemma3", "qwen3-moe", "qwen2.5-vl", "qwen2-tool-caller"),
         default="qwen2",

@@ -5,7 +5,8 @@ Symptom:   none: with use_liger_loss / use_liger_kernel the run trains on Liger'
            word: GMPOTrainer trains GRPO's (trl #7270, census row 32), a MoE router's auxiliary loss is dropped
            (trl #7009), dapo / cispo / vespo under gradient accumulation are normalised per micro-batch (trl PR
            #5890, N16), vLLM's importance-sampling ratio is ignored (Liger-Kernel #1082, N15).
-Upstream:  each cause above has its own fix; trl 1.14 computes the loss in one place (no fused GRPO loss).
+Upstream:  huggingface/trl#7270, #7009, #5890, #6186, linkedin/Liger-Kernel#1082: each cause has its own fix; trl 1.14
+           computes the loss in one place (no fused GRPO loss).
 Versions:  trl 0.17 (use_liger_loss) to 1.13.x (use_liger_kernel), with liger-kernel: compute_liger_loss exists in
            exactly these. Reproduced on CPU: trl 1.9.2 + liger-kernel 0.8.0 (cell trl-1.9-liger), dapo with
            gradient accumulation and a tiny Qwen3-MoE (probe fused-loss). Agreeing: trl 0.23.1 + liger-kernel 0.6.2
@@ -29,7 +30,12 @@ PATCH_ID = "trl.fused-loss-check"
 
 @patch(
     id=PATCH_ID,
-    catalogue=("fused-loss-not-objective", "moe-aux-loss-dropped-liger", "liger-token-normalisation-accumulation"),
+    catalogue=(
+        "fused-loss-not-objective",
+        "moe-aux-loss-dropped-liger",
+        "liger-token-normalisation-accumulation",
+        "liger-prompt-learning-peft",
+    ),
     requires=("trl>=0.17,<1.14", "liger-kernel"),
     targets="trl.trainer.grpo_trainer:GRPOTrainer.compute_loss",
     expects=("self", "model", "inputs"),
