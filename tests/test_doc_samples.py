@@ -3,8 +3,10 @@
 A sample is a ```text block right after a ``<!-- sample: NAME -->`` line; each NAME is produced below, in .venv
 (trl 1.16.0, transformers 5.23.0, DeepSpeed 0.19.8: the versions the README names), and every line of the block
 must be a whole line of that output. A ```text block without a marker fails the test: a new sample comes with its
-producer. Not covered: generated pages (docs/failures.md, docs/index.md: the README's own samples) and the dated
-write-ups of docs/investigations/ and docs/known_failures.md, which quote the logs of their day.
+producer. A block marked ``<!-- quoted: where and when it ran -->`` is the output of a run in another environment
+(an older cell's files, a release newer than this env's), shown as a dated quote. Not covered: generated pages
+(docs/failures.md, docs/index.md: the README's own samples) and the dated write-ups of docs/investigations/ and
+docs/known_failures.md, which quote the logs of their day.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from textwrap import dedent
 
 import pytest
 
@@ -26,16 +29,20 @@ HAND_WRITTEN = [
         if page.name not in ("index.md", "failures.md", "known_failures.md")
     ),
 ]
-SAMPLE = re.compile(r"(?:<!-- sample: ([\w-]+) -->\n)?```text\n(.*?)```", re.S)
+# A block may sit indented in a list item; its marker then has the same indentation.
+SAMPLE = re.compile(r"(?:<!-- (sample|quoted): ([^\n]+?) -->\n[ \t]*)?```text\n(.*?)```", re.S)
 USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
 
 
 def samples() -> list[tuple[str, str | None, str]]:
-    """(page, sample name or None, the block's text) of every ```text block of the hand-written pages."""
+    """(page, sample name or None, the block's text, unindented) of every ```text block of the hand-written pages
+    that is not a quote (``<!-- quoted: where and when it ran -->``: the output of a run in another environment,
+    such as an older cell's files or a release newer than this env's, which a test here cannot produce)."""
     return [
-        (str(page.relative_to(REPO)), match.group(1), match.group(2))
+        (str(page.relative_to(REPO)), match.group(2) if match.group(1) == "sample" else None, dedent(match.group(3)))
         for page in HAND_WRITTEN
         for match in SAMPLE.finditer(page.read_text())
+        if match.group(1) != "quoted"
     ]
 
 
@@ -59,10 +66,44 @@ def check_settings_not_taken() -> str:
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300).stdout
 
 
+def _check(*arguments: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "grpo_compat", "check", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def check_unknown_release() -> str:
+    """`check grpo.yaml --trl-version X` for a release the settings data does not hold, shown with its command."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "grpo.yaml"
+        config.write_text("per_device_train_batch_size: 4\nnum_generations: 4\n")
+        shown = []
+        for version in ("1.17.0", "0.16"):
+            shown += [
+                f"$ grpo-compat check grpo.yaml --trl-version {version}",
+                _check(str(config), "--trl-version", version).stderr,
+            ]
+    return "\n".join(shown)
+
+
+def check_bf16_without_a_gpu() -> str:
+    """A config naming no bf16, checked on this CPU-only machine (trl 1.16 turns bf16 on; transformers refuses it)."""
+    return _check("per_device_train_batch_size=4", "num_generations=4").stdout
+
+
+def check_from_bias_correction() -> str:
+    return _check("--from", "trl==1.9.2", "beta=0.04", "use_cpu=True").stdout
+
+
 FAST: dict[str, Callable[[], str]] = {
     "startup-line": startup_line,
     "settings-refusal": settings_refusal,
     "check-settings-not-taken": check_settings_not_taken,
+    "check-unknown-release": check_unknown_release,
+    "check-bf16-without-a-gpu": check_bf16_without_a_gpu,
+    "check-from-bias-correction": check_from_bias_correction,
 }
 SLOW = ("watchdog-lr-zero",)  # a training run: test_the_watchdog_sample_is_what_a_run_at_learning_rate_0_logs
 
