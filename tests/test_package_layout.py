@@ -119,3 +119,12 @@ def test_the_repositorys_matrix_scripts_share_no_module_name_with_the_packages_m
     runner = {path.stem for path in (PACKAGE / "matrix").glob("*.py")} - {"__init__"}
     assert scripts & runner == set()
     assert not (REPO / "matrix" / "__main__.py").exists(), "python -m matrix.repository matrix is the entry point"
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject.toml lists packages by hand: a new folder left out is missing from the wheel (and apply() with it)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {module_name(path) for folder in (PACKAGE, PATCHES) for path in folder.rglob("__init__.py")}
+    assert folders - listed == set()
