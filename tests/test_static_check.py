@@ -58,10 +58,6 @@ EXPECTED = {
     "trl-0.14-tf4.45": {("override", "transformers/trainer.py:379")},
     # transformers 4.52 calls trl 0.16's _get_train_sampler() with the dataset
     "trl-0.16-tf4.52": {("override", "trl/trainer/grpo_trainer.py:514")},
-    # Not a skew of the cell's own run: trl 0.26.2's GRPOTrainer cannot import on transformers 5.19 without weave
-    # (is_weave_available() is a tuple there, always true; `from trl import GRPOTrainer` in this set raises "No
-    # module named 'weave'", checked by hand). The cell trains because ms-swift 4.6's GRPO never imports trl's.
-    "swift-4.6-trl0.26": {("missing-module", f"trl/trainer/callbacks.py:{line}") for line in (54, 55, 56)},
 }
 
 

@@ -51,12 +51,12 @@ def find(install: Install) -> list[Finding]:
 
 def _find(install: Install) -> list[Finding]:
     import grpo_compat.static_check.calls as calls
-    from grpo_compat.static_check.imports import ENTRIES, ImportWalk
+    from grpo_compat.static_check.imports import ImportWalk, trainers_in_use
 
     walk = ImportWalk(install)
     walk.run()
     findings = list(walk.findings)
-    for distribution in ENTRIES:
+    for distribution in trainers_in_use(install):
         entry = TRAINER_CLASSES[distribution]
         if distribution == "ms-swift" and install.find(entry[0]) is None:
             entry = SWIFT_TRAINER_3X

@@ -15,6 +15,13 @@ ENTRIES = {
 }
 
 
+def trainers_in_use(install: Install) -> tuple[str, ...]:
+    """Whose GRPO trainer the check walks: ms-swift's where it is installed (trl is then its dependency, and ms-swift's
+    trainer reaches the parts of trl it uses; trl's own GRPOTrainer may not import there and still nobody meets it:
+    cell swift-4.6-trl0.26 trains although `from trl import GRPOTrainer` fails there on weave), else trl's."""
+    return ("ms-swift",) if install.version("ms-swift") else ("trl",)
+
+
 class ImportWalk:
     """Walks the modules of trl (of ms-swift) from their entry points; ``findings`` and ``walked`` after run()."""
 
@@ -24,7 +31,8 @@ class ImportWalk:
         self.walked: dict[str, Module] = {}
 
     def run(self) -> None:
-        for distribution, entries in ENTRIES.items():
+        for distribution in trainers_in_use(self.install):
+            entries = ENTRIES[distribution]
             if self.install.version(distribution) is None:
                 continue
             for entry in entries:
