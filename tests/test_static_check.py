@@ -62,6 +62,8 @@ EXPECTED = {
 
 
 def _files(cell: Cell, unresolved: tuple[str, ...] = ()) -> str:
+    if cell.newest:  # a cell resolved when it runs (trl-newest, the weekly job): today's newest releases
+        cell = ENVS.resolve_newest(cell)
     if cell.uses_preinstalled_torch:  # a GPU cell: its torch comes with the machine; the CPU build's files serve
         cell = cell.with_versions({"torch": "2.13.0"})
     return str(ENVS.file_only(cell, unresolved))
