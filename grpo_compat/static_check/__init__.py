@@ -20,10 +20,11 @@ under a version or signature test) is left alone, since a false finding on a sta
 
 from __future__ import annotations
 
-import json
 import os
 
-from grpo_compat.static_check.files import CHECK_VERSION, Finding, Install
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from grpo_compat.static_check.files import Finding, Install
 
 __all__ = ["CHECK_VERSION", "Finding", "Install", "check", "find", "log_findings_once"]
 
@@ -32,6 +33,19 @@ TRAINER_CLASSES = {
     "ms-swift": ("swift.rlhf_trainers.grpo_trainer", "GRPOTrainer"),
 }
 SWIFT_TRAINER_3X = ("swift.trainers.rlhf_trainer.grpo_trainer", "GRPOTrainer")
+
+
+def __getattr__(name: str):
+    # Finding, Install and CHECK_VERSION load with the reader they belong to: apply()'s cached lookup needs neither.
+    if name in ("Finding", "Install"):
+        import grpo_compat.static_check.files as files
+
+        return getattr(files, name)
+    if name == "CHECK_VERSION":
+        from grpo_compat.static_check.stamp import CHECK_VERSION
+
+        return CHECK_VERSION
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def find(install: Install) -> list[Finding]:
@@ -78,6 +92,10 @@ def cache_folder() -> str:
 
 def check(paths: list[str] | None = None, use_cache: bool = True) -> list[Finding]:
     """The findings of the installed set (``sys.path``, or the given folders), cached by its versions."""
+    import json
+
+    from grpo_compat.static_check.files import Finding, Install
+
     install = Install(paths)
     if not any(install.version(d) for d in TRAINER_CLASSES):
         return []
@@ -112,10 +130,16 @@ def log_findings_once() -> None:
     os.environ[REPORTED_ENV] = "1"  # the processes this one starts have been told
     if not is_main_process():
         return
-    try:
-        findings = check()
-    except Exception as error:  # noqa: BLE001 - the check must never stop a run upstream would start
-        log("debug", "static check of the installed set failed: %s: %s", type(error).__name__, error)
-        return
-    for finding in findings:
-        log("warning", "static check: %s", finding.line())
+    from grpo_compat.static_check import stamp
+
+    installed = stamp.installed_stamp()
+    lines = stamp.read_lines(cache_folder(), installed)
+    if lines is None:
+        try:
+            lines = [finding.line() for finding in check()]
+        except Exception as error:  # noqa: BLE001 - the check must never stop a run upstream would start
+            log("debug", "static check of the installed set failed: %s: %s", type(error).__name__, error)
+            return
+        stamp.save_lines(cache_folder(), installed, lines)
+    for line in lines:
+        log("warning", "static check: %s", line)

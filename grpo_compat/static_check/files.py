@@ -11,8 +11,8 @@ import re
 import sys
 
 from grpo_compat.core.versions import distribution_folders
+from grpo_compat.static_check.stamp import CHECK_VERSION
 
-CHECK_VERSION = 1  # bump when what the check finds changes: cached results of older checks are not reused
 # The callables item 4 judges: keywords trl / ms-swift pass to these distributions' functions and classes.
 KEYWORD_TARGETS = ("transformers", "vllm", "peft")
 # A test that mentions one of these chooses between releases or shapes: code under it is not judged.
