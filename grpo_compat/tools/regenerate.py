@@ -6,7 +6,8 @@
 - ``grpo_compat/patch_index.py``: every patch's id, module, records, window, targets and summary, and the
   wrapping order of ``patches/__init__.py``, so that ``apply()`` and ``report()`` read them without
   importing a patch module (or ``grpo_compat.patches``);
-- ``docs/failures.md``: the catalogue, with the patches that name each record;
+- ``docs/failures.md``: the catalogue, with the patches that name each record, and
+  ``docs/developing/failure-evidence.md``: how each record was reproduced, and its census rows;
 - the patch table of ``docs/patches.md`` (between its two ``patch table`` markers);
 - ``docs/cli.md``: the command-line reference, from the argument parsers and their exit-status tables
   (grpo_compat.tools.cli_reference);
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 
 import grpo_compat
-from grpo_compat.catalogue import load_failures, to_markdown
+from grpo_compat.catalogue import EVIDENCE_PAGE, evidence_markdown, load_failures, to_markdown
 from grpo_compat.core.registry import Patch, registered_patches, wrapping_order
 from grpo_compat.tools.cli_reference import cli_reference
 
@@ -119,10 +120,12 @@ def tested_source(cells_file: Path) -> str:
 def generated_files(root: Path) -> dict[Path, str]:
     """Each generated file of the checkout and the text it should have."""
     patches = registered_patches()
+    failures = load_failures(patches)
     patch_page = root / "docs" / "patches.md"
     return {
         root / "grpo_compat" / "patch_index.py": index_source(patches, wrapping_order()),
-        root / "docs" / "failures.md": to_markdown(load_failures(patches)),
+        root / "docs" / "failures.md": to_markdown(failures),
+        root / "docs" / EVIDENCE_PAGE: evidence_markdown(failures),
         patch_page: page_with_table(patch_page.read_text(encoding="utf-8"), patch_table(patches)),
         root / "docs" / "cli.md": cli_reference(COMMAND),
         root / "docs" / "index.md": docs_home((root / "README.md").read_text(encoding="utf-8")),
@@ -149,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             print(f"stale: {path.relative_to(root)} (run {COMMAND})")
         else:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(root)}")
     if not stale:
