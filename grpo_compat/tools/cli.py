@@ -355,6 +355,7 @@ def build_parser() -> ArgumentParser:
         add_help=False,
     )
     matrix.add_argument("matrix_arguments", nargs=argparse.REMAINDER)  # main() hands them over before parsing
+    matrix.hands_over_to = "grpo_compat.matrix.cli"  # whose build_parser() reads them (docs/cli.md documents it)
     return parser
 
 

@@ -97,12 +97,14 @@ def _walk(parser: argparse.ArgumentParser, summary: str, depth: int) -> list[str
 
 
 def _handed_over(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``grpo-compat matrix`` takes the rest of the command line unparsed and hands it to the matrix's own parser."""
-    if parser.prog == "grpo-compat matrix":
-        from grpo_compat.matrix.cli import build_parser as matrix_parser
+    """The parser that reads a command's arguments: a command that takes the rest of the command line unparsed
+    (``grpo-compat matrix``) names the module whose ``build_parser()`` does (``hands_over_to``)."""
+    module = getattr(parser, "hands_over_to", None)
+    if module is None:
+        return parser
+    import importlib
 
-        return matrix_parser()
-    return parser
+    return importlib.import_module(module).build_parser()
 
 
 def cli_reference(command: str) -> str:
