@@ -3,7 +3,7 @@
 tests/fixtures/explain_reports/ holds the reports (their README says how they were collected and split). Each
 report's log goes through `explain` as a user would paste it, with no installed versions (the log's own only),
 and explain's answer (`Explanation.answer()`) is compared with the cause the thread established. The figures
-asserted here are the measured ones quoted in docs/explain-held-out.md: a change that makes explain name
+asserted here are the measured ones quoted in docs/developing/explain-held-out.md: a change that makes explain name
 fewer causes, or name one wrongly with confidence, fails here.
 """
 
@@ -95,7 +95,7 @@ def test_the_split_is_the_hash_of_each_url_and_was_not_edited():
     ("part", "measured"),
     [
         # Measured 2026-11-28 on this branch, without API histories (grpo_compat.histories had no data yet); the
-        # figures per report and how they were reached are in docs/explain-held-out.md.
+        # figures per report and how they were reached are in docs/developing/explain-held-out.md.
         (
             "build",
             {

@@ -121,7 +121,12 @@ def affecting_this_install(versions: dict[str, str | None] | None = None) -> lis
     return [failure for failure in load_failures() if failure.affects_versions(versions)]
 
 
+EVIDENCE_PAGE = "developing/failure-evidence.md"
+
+
 def to_markdown(failures: list[Failure]) -> str:
+    """docs/failures.md, for users: each record's cause, fix, how it is recognised, upstream's threads. How each
+    was reproduced, and the project's census rows it covers, are the developer page's (evidence_markdown)."""
     lines = [
         "# Known GRPO failures",
         "",
@@ -129,7 +134,8 @@ def to_markdown(failures: list[Failure]) -> str:
         "(`python -m grpo_compat.tools.regenerate`); edit those, not this file. Handling: fixed (a patch makes the",
         "run train), refused (before any model loads, with the fix), diagnosed (the learning watchdog names it),",
         "explained (recorded; nothing prevents it).",
-        "Longer write-ups of KF-1 to KF-5: [known_failures.md](known_failures.md).",
+        "Longer write-ups of KF-1 to KF-5: [known_failures.md](known_failures.md). How each record was reproduced:",
+        f"[the evidence]({EVIDENCE_PAGE}). `grpo-compat doctor --failure ID` prints one record.",
         "",
         "| id | kind | versions | handling | patches |",
         "|---|---|---|---|---|",
@@ -141,21 +147,41 @@ def to_markdown(failures: list[Failure]) -> str:
             f"| {', '.join(failure.patches) or '-'} |"
         )
     for failure in failures:
-        lines += ["", *record_markdown(failure)]
+        lines += ["", *record_markdown(failure, evidence=False)]
     return "\n".join(lines) + "\n"
 
 
-def record_markdown(failure: Failure) -> list[str]:
-    """One record's section of docs/failures.md, also what `grpo-compat doctor --failure ID` prints."""
+def evidence_markdown(failures: list[Failure]) -> str:
+    """docs/developing/failure-evidence.md: how each record was reproduced (cells, reproducers, numbers) and the
+    rows of the project's field-report census it covers."""
+    lines = [
+        "# How each known failure was reproduced",
+        "",
+        "Generated from `grpo_compat/catalogue/failures.toml` (`python -m grpo_compat.tools.regenerate`): each",
+        "record's `reproduced` field and the census rows it covers. The records themselves, for users:",
+        "[Known failures](../failures.md).",
+    ]
+    for failure in failures:
+        lines += ["", f"## {failure.id}", "", f"- Reproduced: {failure.reproduced}"]
+        if failure.census:
+            lines.append(f"- Census rows: {', '.join(map(str, failure.census))}")
+    return "\n".join(lines) + "\n"
+
+
+def record_markdown(failure: Failure, evidence: bool = True) -> list[str]:
+    """One record's section of docs/failures.md (without ``evidence``: how it was reproduced, its census rows), also
+    what `grpo-compat doctor --failure ID` prints."""
     lines = [f"## {failure.id}", "", f"**{failure.title}**", ""]
-    lines += [f"- Cause: {failure.cause}", f"- Fix: {failure.fix}", f"- Reproduced: {failure.reproduced}"]
+    lines += [f"- Cause: {failure.cause}", f"- Fix: {failure.fix}"]
+    if evidence:
+        lines.append(f"- Reproduced: {failure.reproduced}")
     if failure.patterns:
         lines.append("- Identified by: " + "; ".join(f"`{pattern}`" for pattern in failure.patterns))
     if failure.hints:
         lines.append("- Possibly, on its versions: " + "; ".join(f"`{hint}`" for hint in failure.hints))
     if failure.references:
         lines.append(f"- Upstream: {', '.join(failure.references)}")
-    if failure.census:
+    if evidence and failure.census:
         lines.append(f"- Census rows: {', '.join(map(str, failure.census))}")
     return lines
 

@@ -18,7 +18,7 @@ from grpo_compat.matrix.cells import Cell, CellsFileError
 from grpo_compat.matrix.entries import user_project
 from grpo_compat.matrix.envs import CellEnvs
 from grpo_compat.matrix.project import MatrixProject
-from grpo_compat.tools.arguments import ArgumentParser, InputError
+from grpo_compat.tools.arguments import USAGE_MISTAKE, ArgumentParser, InputError
 
 NO_PROJECT = (
     "give --cells-file FILE (write a starter one with `grpo-compat matrix init DIR`); "
@@ -169,30 +169,50 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> ArgumentParser:
+    # Each action's exit statuses, declared here once: its --help shows them, docs/cli.md is generated from them.
+    interrupted = (130, "interrupted (Ctrl-C)")
     parser = ArgumentParser(
         prog="grpo-compat matrix",
         description="The version matrix: your cells and entry points (--cells-file), or this project's own.",
+        exit_statuses=((0, "--help printed"), USAGE_MISTAKE),
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    init = actions.add_parser("init", help="write a starter cells file and entry point into a folder")
+    init = actions.add_parser(
+        "init",
+        help="write a starter cells file and entry point into a folder",
+        exit_statuses=((0, "the files were written"), USAGE_MISTAKE),
+    )
     init.add_argument("folder", help="where to write grpo-matrix.toml and grpo_smoke.py")
     init.add_argument("--era", metavar="YYYY-MM-DD", help="also a cell of the newest releases as of this date")
     init.add_argument("--force", action="store_true", help="overwrite existing files")
     init.set_defaults(run=lambda args, repository: _init(args))
     cells_help = "your cells file (grpo-compat matrix init writes one); default: this checkout's matrix/cells.toml"
-    run = actions.add_parser("run", help="build cell envs and run every entry, plainly and patched")
+    run = actions.add_parser(
+        "run",
+        help="build cell envs and run every entry, plainly and patched",
+        exit_statuses=((0, "every run passed"), (1, "a run did not pass"), USAGE_MISTAKE, interrupted),
+    )
     run.add_argument("--cells-file", metavar="FILE", help=cells_help)
     run.add_argument("--cells", help="comma-separated cell names (default: every cell of --device)")
     run.add_argument("--quick", action="store_true", help="only the cells file's quick cells (and quick variants)")
     run.add_argument("--runs", default="*", help="only run kinds matching this glob, e.g. 'harm:*' (default: all)")
-    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="run the cells of this device")
     run.add_argument("--jobs", type=int, default=1, help="runs at the same time, across all cells (default 1)")
     run.add_argument("--results", help="results folder (default: ./grpo-matrix-results, here .matrix/results)")
     run.add_argument("--envs", help="where cell envs are built (default: ~/.cache/grpo-compat/matrix/envs)")
     run.add_argument("--wheelhouse", help="offline: install every package from this folder of wheels")
     run.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
     run.set_defaults(run=lambda args, repository: _run(args, _project(args, repository)))
-    wheels = actions.add_parser("wheels", help="fill a folder of wheels for a machine without network: one cell's env")
+    wheels = actions.add_parser(
+        "wheels",
+        help="fill a folder of wheels for a machine without network: one cell's env",
+        exit_statuses=(
+            (0, "the folder was filled"),
+            (1, "the cell's packages could not be resolved or downloaded"),
+            USAGE_MISTAKE,
+            interrupted,
+        ),
+    )
     wheels.add_argument("--cells-file", metavar="FILE", help=cells_help)
     wheels.add_argument("--cell", required=True, help="the cell whose env the wheels build")
     wheels.add_argument("--out", required=True, metavar="FOLDER", help="the folder to fill (carry it to the machine)")
@@ -202,7 +222,11 @@ def build_parser() -> ArgumentParser:
     )
     wheels.add_argument("--torch-version", help='the torch the machine has, for torch = "preinstalled" cells')
     wheels.set_defaults(run=lambda args, repository: _wheels(args, _project(args, repository)))
-    report = actions.add_parser("report", help="rebuild summary.md and report.html from the cell JSONs")
+    report = actions.add_parser(
+        "report",
+        help="rebuild summary.md and report.html from the cell JSONs",
+        exit_statuses=((0, "the reports were written"), USAGE_MISTAKE),
+    )
     report.add_argument("--cells-file", metavar="FILE", help=cells_help)
     report.add_argument("--results", help="results folder")
     report.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per cell x run")
@@ -211,7 +235,15 @@ def build_parser() -> ArgumentParser:
             args, _project(args, repository) if args.cells_file or repository else None
         )
     )
-    workflow = actions.add_parser("workflow", help="write a GitHub Actions workflow running the matrix")
+    workflow = actions.add_parser(
+        "workflow",
+        help="write a GitHub Actions workflow running the matrix",
+        exit_statuses=(
+            (0, "written, or with --check: current"),
+            (1, "with --check: stale (the difference is printed)"),
+            USAGE_MISTAKE,
+        ),
+    )
     workflow.add_argument("--cells-file", metavar="FILE", help=cells_help)
     workflow.add_argument("--output", metavar="PATH", help="default .github/workflows/grpo-matrix.yml (yours)")
     workflow.add_argument("--check", action="store_true", help="only check that it is current")

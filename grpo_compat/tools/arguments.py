@@ -28,8 +28,25 @@ def read_input(source: str, expected: str, dash_is_stdin: bool = True) -> bytes:
     return data
 
 
+ExitStatuses = tuple[tuple[int | str, str], ...]  # a number, or words for a range ("the command's")
+
+USAGE_MISTAKE = (2, "a usage mistake, or input it cannot read or use: one line on stderr")
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a bad command line is reported in one line naming the input, with where to look."""
+    """argparse, but a bad command line is reported in one line naming the input, with where to look.
+
+    ``exit_statuses``: the command's exit statuses and what each means, declared once: ``--help`` shows them below
+    the options, and docs/cli.md (grpo_compat.tools.cli_reference) is generated from them."""
+
+    def __init__(self, *args, exit_statuses: ExitStatuses = (), **kwargs) -> None:
+        if exit_statuses:
+            kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+            kwargs["epilog"] = "\n".join(filter(None, [kwargs.get("epilog"), "exit status:"])) + "".join(
+                f"\n  {status:>3}  {meaning}" for status, meaning in exit_statuses
+            )
+        super().__init__(*args, **kwargs)
+        self.exit_statuses = exit_statuses
 
     def error(self, message: str) -> None:  # type: ignore[override]
         one_line = re.sub(r"[\x00-\x1f\x7f]", lambda c: repr(c.group())[1:-1], message)  # a typed newline stays \n

@@ -230,13 +230,46 @@ def build_parser() -> ArgumentParser:
     import argparse
 
     from grpo_compat import __version__
-    from grpo_compat.tools.arguments import ArgumentParser
+    from grpo_compat.tools.arguments import USAGE_MISTAKE, ArgumentParser
 
-    parser = ArgumentParser(prog="grpo-compat", description="GRPO compatibility fixes for TRL and ms-swift.")
+    # Each command's exit statuses, declared here once: its --help shows them, docs/cli.md is generated from them.
+    any_command = (
+        (0, "--help or --version printed"),
+        USAGE_MISTAKE,
+        (141, "any command: the reader of its output stopped reading (head, less)"),
+    )
+    doctor_statuses = (
+        (0, "no known problem of the installed set (--failure: the record was printed)"),
+        (1, "a known problem of the installed set (an error in doctor's list)"),
+        USAGE_MISTAKE,
+    )
+    check_statuses = (
+        (0, "the settings are valid for the installed versions (or the ones named)"),
+        (1, "findings: a setting that would fail or change the run, each with its fix"),
+        USAGE_MISTAKE,
+    )
+    explain_statuses = (
+        (0, "the log shows a known failure, or a cause reasoned with confidence"),
+        (1, "nothing named with confidence"),
+        USAGE_MISTAKE,
+    )
+    run_statuses = (
+        ("any", "the command's own: grpo-compat replaces itself with the command"),
+        (1, "settings refused before anything launched (the same refusal the patches give)"),
+        USAGE_MISTAKE,
+        (126, "the command cannot be executed"),
+        (127, "command not found"),
+    )
+
+    parser = ArgumentParser(
+        prog="grpo-compat", description="GRPO compatibility fixes for TRL and ms-swift.", exit_statuses=any_command
+    )
     parser.add_argument("--version", action="version", version=f"grpo-compat {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor = commands.add_parser(
-        "doctor", help="show versions, which patches would apply and why, and known environment problems"
+        "doctor",
+        help="show versions, which patches would apply and why, and known environment problems",
+        exit_statuses=doctor_statuses,
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output (always complete)")
     doctor.add_argument(
@@ -250,7 +283,9 @@ def build_parser() -> ArgumentParser:
     )
     doctor.set_defaults(run=_doctor)
     check = commands.add_parser(
-        "check", help="validate GRPO settings (a TRL config file, or ms-swift arguments) without loading anything"
+        "check",
+        help="validate GRPO settings (a TRL config file, or ms-swift arguments) without loading anything",
+        exit_statuses=check_statuses,
     )
     check.add_argument(
         "arguments",
@@ -279,7 +314,9 @@ def build_parser() -> ArgumentParser:
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)
     explain = commands.add_parser(
-        "explain", help="which known failures a log or traceback shows, why, and what to change"
+        "explain",
+        help="which known failures a log or traceback shows, why, and what to change",
+        exit_statuses=explain_statuses,
     )
     explain.add_argument(
         "log", help="a log file, or - for standard input (python train.py 2>&1 | grpo-compat explain -)"
@@ -294,7 +331,9 @@ def build_parser() -> ArgumentParser:
     explain.add_argument("--json", action="store_true", help="machine-readable output")
     explain.set_defaults(run=_explain)
     run = commands.add_parser(
-        "run", help="run a command with grpo_compat applied in every Python process it starts: run -- <command>"
+        "run",
+        help="run a command with grpo_compat applied in every Python process it starts: run -- <command>",
+        exit_statuses=run_statuses,
     )
     run.add_argument("--strict", action="store_true", help="a patch that cannot apply stops the process")
     run.add_argument("--only", metavar="ID,...", help="apply only these patches")
@@ -307,6 +346,7 @@ def build_parser() -> ArgumentParser:
     plugin = commands.add_parser(
         "plugin-path",
         help='the ms-swift plugin file: swift rlhf ... --external_plugins "$(grpo-compat plugin-path)"',
+        exit_statuses=((0, "the path was printed"),),
     )
     plugin.set_defaults(run=_plugin_path)
     matrix = commands.add_parser(
@@ -315,6 +355,7 @@ def build_parser() -> ArgumentParser:
         add_help=False,
     )
     matrix.add_argument("matrix_arguments", nargs=argparse.REMAINDER)  # main() hands them over before parsing
+    matrix.hands_over_to = "grpo_compat.matrix.cli"  # whose build_parser() reads them (docs/cli.md documents it)
     return parser
 
 
