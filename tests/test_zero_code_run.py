@@ -131,6 +131,57 @@ def test_print_env_gives_the_exports_for_a_job_script():
     assert exported["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "grpo_compat" / "startup")
 
 
+def test_strict_run_passes_where_every_patch_applies_or_is_outside_its_window():
+    # The installed trl has patches outside their windows (fixes for other releases): not applicable, no failure.
+    code = "import trl.trainer.grpo_trainer, grpo_compat\nprint({p.status.value for p in grpo_compat.report().patches})"
+    result = subprocess.run(
+        [*GRPO_COMPAT, "run", "--strict", "--", sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "outside version window" in result.stdout and "applied" in result.stdout
+
+
+# A patch declared in its window, on the installed trl's GRPOTrainer, whose target attribute no trl release has:
+# the install is not what the patch was written for. Outside its window the same declaration is not applicable.
+MOVED_TARGET = """
+import sys
+from grpo_compat.core.engine import Engine
+from grpo_compat.core.registry import Patch, Target
+
+def unchanged(wrapped, *args, **kwargs):
+    return wrapped(*args, **kwargs)
+
+def declared(patch_id, window):
+    target = Target.parse("trl.trainer.grpo_trainer:GRPOTrainer.a_method_no_trl_release_has", unchanged)
+    return Patch(patch_id, (window,), (target,))
+
+outside = Engine([declared("test.outside-window", "trl<0.1")])
+outside.apply(strict=True)
+inside = Engine([declared("test.moved-target", sys.argv[1])])
+inside.apply(strict=sys.argv[2] == "strict")
+import trl.trainer.grpo_trainer
+statuses = outside.report().status_of("test.outside-window"), inside.report().status_of("test.moved-target")
+print(*statuses, sep="|")
+"""
+
+
+def test_strict_stops_the_process_at_a_patch_in_its_window_whose_target_is_missing():
+    from grpo_compat.core.versions import installed_version
+
+    window = f"trl>={installed_version('trl')}"
+    strict = subprocess.run(
+        [sys.executable, "-c", MOVED_TARGET, window, "strict"], capture_output=True, text=True, timeout=300
+    )
+    assert strict.returncode == 1 and not strict.stdout, strict.stdout + strict.stderr
+    assert "PatchFailedError: grpo_compat.apply(strict=True): test.moved-target target missing" in strict.stderr
+    assert "test.outside-window" not in strict.stderr
+    lenient = subprocess.run(
+        [sys.executable, "-c", MOVED_TARGET, window, "lenient"], capture_output=True, text=True, timeout=300
+    )
+    assert lenient.returncode == 0, lenient.stderr
+    assert lenient.stdout == "outside version window|target missing\n"
+
+
 # -- training through every launcher --------------------------------------------------------------------------
 
 

@@ -25,10 +25,11 @@ NOT_THE_MACHINE = "the settings only: this machine's bf16, GPU and vLLM support 
 def _doctor(args: argparse.Namespace) -> int:
     import json
 
-    from grpo_compat.tools.doctor import diagnose, failure_text, format_diagnosis
+    from grpo_compat.tools.doctor import diagnose, failure_text, format_diagnosis, named_records
 
-    if args.failure:
-        print(failure_text(args.failure))
+    if args.failure:  # the records in full: JSON (every field of each record, a list) with --json
+        records = [failure.to_dict() for failure in named_records(args.failure)] if args.json else None
+        print(json.dumps(records, indent=2) if args.json else failure_text(args.failure))
         return 0
 
     diagnosis = diagnose()
@@ -242,7 +243,12 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--all", action="store_true", help="also the patches that do not apply here and the packages not installed"
     )
-    doctor.add_argument("--failure", metavar="ID", help="one known failure in full: cause, fix, versions, upstream")
+    doctor.add_argument(
+        "--failure",
+        metavar="ID",
+        help="one known failure in full: cause, fix, versions, upstream (its id, or the short id its title ends "
+        "with: KF-2); with --json, the records as JSON",
+    )
     doctor.add_argument(
         "--config",
         metavar="FILE",
@@ -296,7 +302,12 @@ def build_parser() -> ArgumentParser:
     run = commands.add_parser(
         "run", help="run a command with grpo_compat applied in every Python process it starts: run -- <command>"
     )
-    run.add_argument("--strict", action="store_true", help="a patch that cannot apply stops the process")
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="a patch that should apply and cannot (a target moved, a signature changed) stops the process; "
+        "one outside its version window is simply not applicable",
+    )
     run.add_argument("--only", metavar="ID,...", help="apply only these patches")
     run.add_argument("--skip", metavar="ID,...", help="apply every patch but these")
     run.add_argument("--print-env", action="store_true", help="print the exports a job script can eval instead")
