@@ -28,6 +28,9 @@ def _doctor(args: argparse.Namespace) -> int:
     from grpo_compat.tools.doctor import diagnose, failure_text, format_diagnosis, named_records
 
     if args.failure:  # the records in full: JSON (every field of each record, a list) with --json
+        if args.all or args.config:
+            given = " and ".join(option for option, value in (("--all", args.all), ("--config", args.config)) if value)
+            raise InputError(f"--failure ID shows that record alone: leave out {given}")
         records = [failure.to_dict() for failure in named_records(args.failure)] if args.json else None
         print(json.dumps(records, indent=2) if args.json else failure_text(args.failure))
         return 0
@@ -266,7 +269,7 @@ def build_parser() -> ArgumentParser:
     check.add_argument("--swift", action="store_true", help="the arguments are ms-swift `swift rlhf` arguments")
     check.add_argument("--world-size", type=int, help="processes in total (default: $WORLD_SIZE or 1)")
     check.add_argument("--nproc-per-node", type=int, help="processes per machine (torchrun / NPROC_PER_NODE)")
-    check.add_argument("--nnodes", type=int, default=1, help="machines (with --nproc-per-node)")
+    check.add_argument("--nnodes", type=int, help="machines (with --nproc-per-node; default 1)")
     check.add_argument("--trl-version", help="check against this trl version instead of the installed one")
     check.add_argument("--swift-version", help="check against this ms-swift version instead of the installed one")
     check.add_argument(

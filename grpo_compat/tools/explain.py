@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from grpo_compat.core.versions import is_version
 from grpo_compat.tools.arguments import InputError, read_input
 
 REPORT_HINT = (
@@ -33,7 +34,7 @@ def parse_given_versions(pins: list[str]) -> dict[str, str]:
     given = {}
     for pin in pins:
         name, sep, version = pin.partition("==")
-        if not sep or not name.strip() or not version.strip():
+        if not sep or not name.strip() or not is_version(version):
             raise InputError(f"--package-version {pin!r}: expected PACKAGE==VERSION, e.g. trl==0.16.1")
         given[name.strip().lower()] = version.strip()
     return given

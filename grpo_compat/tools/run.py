@@ -70,6 +70,8 @@ def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[
 
 
 def run(command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool) -> int:
+    if only is not None and skip is not None:
+        raise InputError("--only and --skip together: give one (--only: just these patches; --skip: all but these)")
     env = environment(strict, patch_ids("--only", only), patch_ids("--skip", skip), dict(os.environ))
     if print_env:
         if command:
