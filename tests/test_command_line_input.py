@@ -285,6 +285,7 @@ CONFLICTS = {
         ["run", "--only=trl.launch-guard", "--skip", "trl.reward-dry-run", "--", "true"],
         "--only and --skip together",
     ),
+    "--explain and --print-env": (["run", "--explain", "--print-env"], "--print-env and --explain together"),
     "--failure and --all": (["doctor", "--failure", "KF-2", "--all"], "leave out --all"),
     "--quick and --cells": (
         ["matrix", "run", "--cells-file", CELLS, "--quick", "--cells", "current"],

@@ -182,6 +182,53 @@ def test_strict_stops_the_process_at_a_patch_in_its_window_whose_target_is_missi
     assert lenient.stdout == "outside version window|target missing\n"
 
 
+# A run that dies of a real upstream error a catalogue record names (torch's sampling on a NaN probability: the
+# training-diverged record), after output on both streams; it waits for a line on stdin first, so that a test can
+# see its output arrive while it still runs.
+DIVERGES = """
+import sys, torch
+print("step 1 on stdout")
+print("step 1 on stderr", file=sys.stderr)
+sys.stdin.readline()
+torch.multinomial(torch.tensor([float("nan"), 1.0]), 1)
+"""
+
+
+def test_run_explain_keeps_the_output_live_and_the_status_and_explains_a_failure_after_it(tmp_path):
+    (tmp_path / "diverges.py").write_text(DIVERGES)
+    child = subprocess.Popen(
+        [*GRPO_COMPAT, "run", "--explain", "--", sys.executable, "diverges.py"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline() == "step 1 on stdout\n"  # while the command still runs: no print flushed it
+    assert child.stderr.readline() == "step 1 on stderr\n"
+    out, err = child.communicate("go\n", timeout=300)
+    assert child.returncode == 1  # the command's own (explain's would be 0: a known failure matched)
+    assert out == ""  # the explanation goes to stderr, after the traceback
+    traceback_at = err.index("probability tensor contains either")
+    assert traceback_at < err.index("failed; what its output shows:") < err.index("training-diverged")
+
+
+def test_run_explain_says_nothing_after_a_success_and_dies_of_the_signal_that_killed_the_command():
+    ok = subprocess.run(
+        [*GRPO_COMPAT, "run", "--explain", "--", sys.executable, "-c", "print('trained')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "trained\n", "")
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    statuses = [
+        subprocess.run([*prefix, sys.executable, "-c", killed], capture_output=True, timeout=120).returncode
+        for prefix in ([], [*GRPO_COMPAT, "run", "--explain", "--"])
+    ]
+    assert statuses == [-signal.SIGTERM, -signal.SIGTERM]
+
+
 # -- training through every launcher --------------------------------------------------------------------------
 
 

@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace) -> int:
     from grpo_compat.tools import run
 
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
-    return run.run(command, args.strict, args.only, args.skip, args.print_env)
+    return run.run(command, args.strict, args.only, args.skip, args.print_env, args.explain)
 
 
 def _run_options(argv: list[str]) -> _RunOptions | None:
@@ -174,7 +174,7 @@ def _run_options(argv: list[str]) -> _RunOptions | None:
     while index < len(argv):
         argument = argv[index]
         name, has_value, value = argument.partition("=")
-        if argument in ("--strict", "--print-env"):
+        if argument in ("--strict", "--print-env", "--explain"):
             setattr(options, argument[2:].replace("-", "_"), True)
         elif name in ("--only", "--skip") and has_value:
             setattr(options, name[2:], value)
@@ -194,7 +194,7 @@ class _RunOptions:
     """What argparse's Namespace holds for ``run``."""
 
     def __init__(self) -> None:
-        self.strict = self.print_env = False
+        self.strict = self.print_env = self.explain = False
         self.only = self.skip = None
         self.command_line: list[str] = []
 
@@ -313,6 +313,12 @@ def build_parser() -> ArgumentParser:
     )
     run.add_argument("--only", metavar="ID,...", help="apply only these patches")
     run.add_argument("--skip", metavar="ID,...", help="apply every patch but these")
+    run.add_argument(
+        "--explain",
+        action="store_true",
+        help="keep the command's output on the terminal and, when it fails, explain it after (on stderr); "
+        "the exit status stays the command's",
+    )
     run.add_argument("--print-env", action="store_true", help="print the exports a job script can eval instead")
     run.add_argument(
         "command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command and its arguments"
