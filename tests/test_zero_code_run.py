@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.core.report import ONE_LINE_MARK
-from tests.helpers import REPO, TEARDOWN_ABORT, TRACEBACK_FRAME, grpo_compat_frames
+from tests.helpers import REPO, TEARDOWN_ABORT, TRACEBACK_FRAME, default_port_held, free_port, grpo_compat_frames
 
 BIN = Path(sys.executable).parent
 USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
@@ -250,10 +250,14 @@ ACCELERATE = [
     "no",
     "--dynamo_backend",
     "no",
+    "--main_process_port",
+    "{port}",
 ]
+# Each launch's rendezvous at a free port ({port}: launch_command), never the launchers' default 29500, which
+# another job on the machine may hold.
 LAUNCHERS = {
     "python": [sys.executable],
-    "torchrun-2": [str(BIN / "torchrun"), "--nproc_per_node", "2"],
+    "torchrun-2": [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", "{port}"],
     "accelerate-2": [*ACCELERATE, "--multi_gpu"],  # gloo CPU processes
     "accelerate-zero2": [*ACCELERATE, "--use_deepspeed", "--deepspeed_config_file", "{zero2}"],
     # DeepSpeed's own launcher; the script's GRPOConfig(deepspeed=...) names the config
@@ -261,12 +265,19 @@ LAUNCHERS = {
         str(BIN / "deepspeed"),
         "--num_gpus",
         "2",
+        "--master_port",
+        "{port}",
         "--no_local_rank",
         "{script}",
         "--deepspeed",
         "{zero2}",
     ],
 }
+
+
+def launch_command(launcher: str, zero2: Path | None = None) -> list[str]:
+    """A launcher's command line from LAUNCHERS, at a port free now."""
+    return [part.format(zero2=zero2, script=USER_SCRIPT, port=free_port()) for part in LAUNCHERS[launcher]]
 
 
 def once_more_after_a_teardown_abort(launch, result_file: Path) -> subprocess.CompletedProcess:
@@ -288,9 +299,18 @@ def trained(result_file: Path, completed: subprocess.CompletedProcess) -> dict:
     return json.loads(result_file.read_text())
 
 
+@pytest.fixture
+def default_port_taken():
+    """29500 held by another job, as on a shared machine: each launch's rendezvous must be at a free port."""
+    with default_port_held():
+        yield
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launcher, tiny_model, tmp_path):
+def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(
+    launcher, tiny_model, tmp_path, default_port_taken
+):
     zero2 = tmp_path / "zero2.json"
     zero2.write_text(
         json.dumps(
@@ -302,7 +322,7 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
             }
         )
     )
-    launch = [part.format(zero2=zero2, script=USER_SCRIPT) for part in LAUNCHERS[launcher]]
+    launch = launch_command(launcher, zero2)
     script = [*([] if str(USER_SCRIPT) in launch else [str(USER_SCRIPT)]), "--model", tiny_model]
     # The documented way, apply() in the script, without grpo-compat run: the weights to reproduce.
     in_script = once_more_after_a_teardown_abort(
@@ -378,7 +398,7 @@ def test_sigterm_reaches_torchruns_ranks_and_the_exit_status_is_torchruns(tmp_pa
         for pid_file in tmp_path.glob("*.pid"):
             pid_file.unlink()
         launch = subprocess.Popen(
-            [*prefix, str(BIN / "torchrun"), "--nproc_per_node", "2", "rank.py"],
+            [*prefix, *launch_command("torchrun-2"), "rank.py"],
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
