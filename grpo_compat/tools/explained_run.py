@@ -8,7 +8,8 @@ stay apart, and nothing is explained when the command succeeded or the user stop
 Its output passes through pipes, not a terminal: Python's output is made unbuffered (PYTHONUNBUFFERED=1, unless the
 environment sets it) so that it reaches the terminal live; a program that asks whether it writes to a terminal
 (colours, some progress bars) prints as it would into a file. Ctrl-C reaches the command from the terminal as it
-would without grpo_compat (this process ignores it meanwhile); SIGTERM and SIGHUP sent to this process are passed on.
+would without grpo_compat (this process waits for the command meanwhile); SIGTERM and SIGHUP sent to this process
+are passed on.
 """
 
 from __future__ import annotations
