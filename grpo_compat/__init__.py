@@ -55,8 +55,9 @@ def apply(strict: bool = False, only: Iterable[str] | None = None, skip: Iterabl
     """Apply every patch needed by this install (idempotent); returns the report.
 
     ``only`` / ``skip`` select patches by id; ``GRPO_COMPAT_DISABLE=id1,id2`` (or ``all``) switches
-    patches off from the environment. With ``strict=True`` a patch that cannot apply raises
-    :class:`PatchFailedError` instead of being skipped and reported.
+    patches off from the environment. With ``strict=True`` a patch that should apply here and cannot (a
+    target moved, a signature changed) raises :class:`PatchFailedError` instead of being skipped and reported;
+    a patch outside its version window, or for a package not installed, is not applicable and never raises.
     """
     from grpo_compat import crash_explanation
     from grpo_compat.fixes.detectors import GRPO_TRAINER_MODULES

@@ -6,6 +6,7 @@ imports another.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,23 @@ from dataclasses import replace
 from pathlib import Path
 
 from grpo_compat.core.registry import Patch, Target
+from grpo_compat.testing.smoke import free_port as free_port  # binds port 0: a launch's rendezvous port, never 29500
+
+DEFAULT_RENDEZVOUS_PORT = 29500  # torchrun's, accelerate's and DeepSpeed's default MASTER_PORT
+
+
+@contextlib.contextmanager
+def default_port_held():
+    """Port 29500 held, as another job on the machine may hold it: a launch at its default port fails meanwhile.
+    Where something else holds it already, that is the same condition."""
+    import socket
+
+    with socket.socket() as holder:
+        with contextlib.suppress(OSError):
+            holder.bind(("", DEFAULT_RENDEZVOUS_PORT))
+            holder.listen()
+        yield
+
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -208,3 +208,106 @@ def test_version_flag_prints_the_installed_release_and_exits_0(capsys):
     assert exit_status.value.code == 0
     assert capsys.readouterr().out == f"grpo-compat {grpo_compat.__version__}\n"
     assert grpo_compat.__version__ == importlib.metadata.version("grpo-compat")
+
+
+@pytest.fixture(scope="module")
+def user_matrix(tmp_path_factory):
+    """A user's cells file (``matrix init``), and a TRL config and a log to give the other commands."""
+    folder = tmp_path_factory.mktemp("user")
+    assert main(["matrix", "init", str(folder / "matrix")]) == 0
+    (folder / "grpo.yaml").write_text("num_generations: 4\nper_device_train_batch_size: 4\n")
+    (folder / "train.log").write_text("Traceback (most recent call last):\nValueError: something\n")
+    return folder
+
+
+def _no_work(monkeypatch) -> list:
+    """What a command line that passes its checks would start (a matrix run, a wheel fill, an exec), recorded."""
+    import os
+
+    import grpo_compat.matrix.envs as matrix_envs
+    import grpo_compat.matrix.runner as matrix_runner
+
+    started = []
+    monkeypatch.setattr(matrix_runner, "run_matrix", lambda *args, **kwargs: started.append("matrix run") or 0)
+    monkeypatch.setattr(matrix_envs.CellEnvs, "fill_wheelhouse", lambda *args: started.append("wheels"))
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: started.append(argv))
+    return started
+
+
+CELLS = "{dir}/matrix/grpo-matrix.toml"
+WHEELS = ["matrix", "wheels", "--cells-file", CELLS, "--cell", "current", "--out", "{dir}/w"]
+BAD_VALUES = {
+    "a --from version": (["check", "--from", "trl==banana", "{dir}/grpo.yaml"], "--from 'trl==banana': expected trl=="),
+    "an empty --from version": (["check", "--from", "trl==", "{dir}/grpo.yaml"], "--from 'trl==': expected trl=="),
+    "a --package-version": (
+        ["explain", "--package-version", "trl==banana", "{dir}/train.log"],
+        "--package-version 'trl==banana': expected PACKAGE==VERSION",
+    ),
+    "a --target-python": (
+        [*WHEELS, "--target-python", "banana"],
+        "--target-python 'banana': expected the machine's Python as X.Y",
+    ),
+    "a --torch-version": (
+        [*WHEELS, "--torch-version", "banana"],
+        "--torch-version 'banana': expected a version",
+    ),
+    "a --junit under a file": (
+        ["matrix", "report", "--cells-file", CELLS, "--results", "{dir}", "--junit", "{dir}/grpo.yaml/junit.xml"],
+        "--junit {dir}/grpo.yaml/junit.xml: cannot make its folder",
+    ),
+    "a workflow --output that is a folder": (
+        ["matrix", "workflow", "--cells-file", CELLS, "--output", "{dir}"],
+        "--output {dir}: is a folder, expected a file to write",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_a_value_that_does_not_read_is_refused_in_one_line_before_any_work(monkeypatch, user_matrix, case):
+    started = _no_work(monkeypatch)
+    argv, expected = BAD_VALUES[case]
+    code, _, err = run([argument.format(dir=user_matrix) for argument in argv])
+    assert (code, err.count("\n"), started) == (2, 1, []), err
+    assert expected.format(dir=user_matrix) in err and "Traceback" not in err
+
+
+CONFLICTS = {
+    "--world-size and --nproc-per-node": (
+        ["check", "--world-size", "4", "--nproc-per-node", "2", "{dir}/grpo.yaml"],
+        "--world-size 4 disagrees with --nproc-per-node 2 = 2 processes",
+    ),
+    "--nnodes alone": (["check", "--nnodes", "2", "{dir}/grpo.yaml"], "--nnodes 2: give --nproc-per-node with it"),
+    "--only and --skip": (
+        ["run", "--only", "trl.launch-guard", "--skip", "trl.launch-guard", "--", "true"],
+        "--only and --skip together",
+    ),
+    "--only= and --skip": (
+        ["run", "--only=trl.launch-guard", "--skip", "trl.reward-dry-run", "--", "true"],
+        "--only and --skip together",
+    ),
+    "--explain and --print-env": (["run", "--explain", "--print-env"], "--print-env and --explain together"),
+    "--failure and --all": (["doctor", "--failure", "KF-2", "--all"], "leave out --all"),
+    "--quick and --cells": (
+        ["matrix", "run", "--cells-file", CELLS, "--quick", "--cells", "current"],
+        "--quick and --cells together",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFLICTS))
+def test_conflicting_flags_are_refused_in_one_line(monkeypatch, user_matrix, case):
+    started = _no_work(monkeypatch)
+    argv, expected = CONFLICTS[case]
+    code, _, err = run([argument.format(dir=user_matrix) for argument in argv])
+    assert (code, err.count("\n"), started) == (2, 1, []), err
+    assert expected in err
+
+
+def test_flags_that_agree_are_taken(monkeypatch, user_matrix):
+    config = str(user_matrix / "grpo.yaml")
+    code, out, err = run(["check", "--world-size", "4", "--nproc-per-node", "2", "--nnodes", "2", config])
+    assert code != 2 and "4 process(es)" in out, err
+    code, out, err = run(["check", "--nproc-per-node", "2", "--nnodes", "3", config])
+    assert code != 2 and "6 process(es)" in out, err
+    started = _no_work(monkeypatch)
+    assert run(["run", "--only", "trl.launch-guard", "--", "true"])[0] == 0 and started

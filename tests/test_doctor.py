@@ -124,3 +124,41 @@ def test_doctor_points_at_each_known_failure_with_a_command_that_shows_it_from_t
     assert shown.returncode == 0 and shown.stdout.startswith(f"## {first}\n") and "- Fix: " in shown.stdout
     typo = subprocess.run([*doctor, "--failure", first[:-1]], capture_output=True, text=True)
     assert typo.returncode == 2 and f"did you mean {first}" in typo.stderr
+
+
+def test_a_failure_is_found_by_every_name_the_docs_print_it_by():
+    from grpo_compat.catalogue import load_failures
+    from grpo_compat.tools.doctor import SHORT_ID, records_named
+
+    failures = load_failures()
+    (batch,) = [failure for failure in failures if SHORT_ID.findall(failure.title) == ["KF-2"]]
+    for name in ("KF-2", "kf-2", "(KF-2)", batch.id, batch.id.upper(), f" {batch.id} "):
+        assert records_named(name, failures) == [batch], name
+    # A short id that numbers two records (one write-up, two mechanisms) names both.
+    assert len(records_named("KF-5", failures)) == len([f for f in failures if f.title.endswith("(KF-5)")]) > 1
+    assert records_named("KF-55", failures) == records_named("KF", failures) == []
+
+
+def test_doctor_failure_prints_the_record_in_markdown_or_in_json():
+    doctor = [sys.executable, "-m", "grpo_compat", "doctor"]
+    text = subprocess.run([*doctor, "--failure", "kf-2"], capture_output=True, text=True)
+    assert text.returncode == 0 and text.stdout.startswith("## batch-rules-misleading\n"), text.stderr
+    as_json = subprocess.run([*doctor, "--failure", "KF-2", "--json"], capture_output=True, text=True)
+    (record,) = json.loads(as_json.stdout)
+    assert record["id"] == "batch-rules-misleading" and record["fix"] and record["patches"]
+    unknown = subprocess.run([*doctor, "--json", "--failure", "KF-99"], capture_output=True, text=True)
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr.startswith("grpo-compat doctor: no failure record 'KF-99'; did you mean KF-")
+    assert unknown.stderr.count("\n") == 1
+
+
+def test_doctor_all_lists_every_record_its_error_message_counts():
+    from grpo_compat.catalogue import load_failures
+
+    listing = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor", "--all"], capture_output=True, text=True)
+    listed = set(re.findall(r"^  ([\w.-]+) \(", listing.stdout, re.M))
+    assert {failure.id for failure in load_failures()} <= listed
+    nowhere = subprocess.run(
+        [sys.executable, "-m", "grpo_compat", "doctor", "--failure", "zzzz"], capture_output=True, text=True
+    )
+    assert f"{len(load_failures())} records: grpo-compat doctor --all" in nowhere.stderr

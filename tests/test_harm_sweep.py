@@ -10,6 +10,7 @@ import pytest
 from matrix import harm_sweep
 from matrix.harm_sweep import ACCUMULATION, MICRO, TOTAL, VARIANTS, judge_patched
 from matrix.runs import planned_runs
+from tests.helpers import free_port
 
 TRAINS = {"status": "ok", "all_trainable_params_changed": True, "weights_sha256": "a", "phase": "train"}
 FAILS_AT_LOAD = {"status": "error", "error": "AssertionError: Check batch related parameters", "phase": "model"}
@@ -64,7 +65,12 @@ def test_a_variants_json_holds_each_key_as_the_user_wrote_it(variant):
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
 def test_a_variant_is_launched_its_way_with_its_json(variant, tmp_path):
     python = tmp_path / "bin" / "python"
-    argv = harm_sweep.launch(variant, python, ["smoke_grpo.py", "--mode", "plain"], tmp_path, 29500)
+    port = free_port()
+    argv = harm_sweep.launch(variant, python, ["smoke_grpo.py", "--mode", "plain"], tmp_path, port)
+    given_port = (
+        (tmp_path / f"{variant.id}.accelerate.yaml").read_text() if variant.given == "accelerate-config" else ""
+    )
+    assert str(port) in argv or f"main_process_port: {port}" in given_port  # the rendezvous is at the port given
     launcher = {"accelerate": "accelerate", "torchrun": "torchrun", "deepspeed": "deepspeed"}[variant.launcher]
     assert argv[0] == str(tmp_path / "bin" / launcher)
     assert str(python) not in argv  # each launcher starts the script with the cell's interpreter itself

@@ -13,7 +13,7 @@ import pytest
 
 from tests import test_zero_code_run
 from tests.helpers import TRACEBACK_FRAME, grpo_compat_frames, run_python
-from tests.test_zero_code_run import LAUNCHERS, USER_SCRIPT, run
+from tests.test_zero_code_run import USER_SCRIPT, launch_command, run
 
 tiny_model = test_zero_code_run.tiny_model  # its module fixture, built once per file here
 SHORT_REWARD = "RewardFunctionError: reward function 'short_reward' returned 1 rewards for"
@@ -24,7 +24,7 @@ TOO_FEW_GENERATIONS = "GRPOSettingsError: GRPO needs at least 2 completions per 
 @pytest.mark.parametrize("launcher", ["python", "torchrun-2", "accelerate-2"])
 def test_a_short_reward_refusal_shows_no_grpo_compat_frame_under_every_launcher(launcher, tiny_model, tmp_path):
     script = [str(USER_SCRIPT), "--model", tiny_model, "--output", str(tmp_path / "r.json"), "--short-reward"]
-    refused = run(*LAUNCHERS[launcher], *script, cwd=tmp_path)
+    refused = run(*launch_command(launcher), *script, cwd=tmp_path)
     assert refused.returncode != 0 and SHORT_REWARD in refused.stderr, refused.stderr[-3000:]
     assert not grpo_compat_frames(refused.stderr), refused.stderr[-6000:]
     assert f'{USER_SCRIPT.name}", line' in refused.stderr  # the user's own frame stays

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grpo_compat.core.report import ONE_LINE_MARK
-from tests.helpers import REPO, TEARDOWN_ABORT, TRACEBACK_FRAME, grpo_compat_frames
+from tests.helpers import REPO, TEARDOWN_ABORT, TRACEBACK_FRAME, default_port_held, free_port, grpo_compat_frames
 
 BIN = Path(sys.executable).parent
 USER_SCRIPT = REPO / "tests" / "user_scripts" / "train_grpo.py"
@@ -131,6 +131,104 @@ def test_print_env_gives_the_exports_for_a_job_script():
     assert exported["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "grpo_compat" / "startup")
 
 
+def test_strict_run_passes_where_every_patch_applies_or_is_outside_its_window():
+    # The installed trl has patches outside their windows (fixes for other releases): not applicable, no failure.
+    code = "import trl.trainer.grpo_trainer, grpo_compat\nprint({p.status.value for p in grpo_compat.report().patches})"
+    result = subprocess.run(
+        [*GRPO_COMPAT, "run", "--strict", "--", sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "outside version window" in result.stdout and "applied" in result.stdout
+
+
+# A patch declared in its window, on the installed trl's GRPOTrainer, whose target attribute no trl release has:
+# the install is not what the patch was written for. Outside its window the same declaration is not applicable.
+MOVED_TARGET = """
+import sys
+from grpo_compat.core.engine import Engine
+from grpo_compat.core.registry import Patch, Target
+
+def unchanged(wrapped, *args, **kwargs):
+    return wrapped(*args, **kwargs)
+
+def declared(patch_id, window):
+    target = Target.parse("trl.trainer.grpo_trainer:GRPOTrainer.a_method_no_trl_release_has", unchanged)
+    return Patch(patch_id, (window,), (target,))
+
+outside = Engine([declared("test.outside-window", "trl<0.1")])
+outside.apply(strict=True)
+inside = Engine([declared("test.moved-target", sys.argv[1])])
+inside.apply(strict=sys.argv[2] == "strict")
+import trl.trainer.grpo_trainer
+statuses = outside.report().status_of("test.outside-window"), inside.report().status_of("test.moved-target")
+print(*statuses, sep="|")
+"""
+
+
+def test_strict_stops_the_process_at_a_patch_in_its_window_whose_target_is_missing():
+    from grpo_compat.core.versions import installed_version
+
+    window = f"trl>={installed_version('trl')}"
+    strict = subprocess.run(
+        [sys.executable, "-c", MOVED_TARGET, window, "strict"], capture_output=True, text=True, timeout=300
+    )
+    assert strict.returncode == 1 and not strict.stdout, strict.stdout + strict.stderr
+    assert "PatchFailedError: grpo_compat.apply(strict=True): test.moved-target target missing" in strict.stderr
+    assert "test.outside-window" not in strict.stderr
+    lenient = subprocess.run(
+        [sys.executable, "-c", MOVED_TARGET, window, "lenient"], capture_output=True, text=True, timeout=300
+    )
+    assert lenient.returncode == 0, lenient.stderr
+    assert lenient.stdout == "outside version window|target missing\n"
+
+
+# A run that dies of a real upstream error a catalogue record names (torch's sampling on a NaN probability: the
+# training-diverged record), after output on both streams; it waits for a line on stdin first, so that a test can
+# see its output arrive while it still runs.
+DIVERGES = """
+import sys, torch
+print("step 1 on stdout")
+print("step 1 on stderr", file=sys.stderr)
+sys.stdin.readline()
+torch.multinomial(torch.tensor([float("nan"), 1.0]), 1)
+"""
+
+
+def test_run_explain_keeps_the_output_live_and_the_status_and_explains_a_failure_after_it(tmp_path):
+    (tmp_path / "diverges.py").write_text(DIVERGES)
+    child = subprocess.Popen(
+        [*GRPO_COMPAT, "run", "--explain", "--", sys.executable, "diverges.py"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline() == "step 1 on stdout\n"  # while the command still runs: no print flushed it
+    assert child.stderr.readline() == "step 1 on stderr\n"
+    out, err = child.communicate("go\n", timeout=300)
+    assert child.returncode == 1  # the command's own (explain's would be 0: a known failure matched)
+    assert out == ""  # the explanation goes to stderr, after the traceback
+    traceback_at = err.index("probability tensor contains either")
+    assert traceback_at < err.index("failed; what its output shows:") < err.index("training-diverged")
+
+
+def test_run_explain_says_nothing_after_a_success_and_dies_of_the_signal_that_killed_the_command():
+    ok = subprocess.run(
+        [*GRPO_COMPAT, "run", "--explain", "--", sys.executable, "-c", "print('trained')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "trained\n", "")
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    statuses = [
+        subprocess.run([*prefix, sys.executable, "-c", killed], capture_output=True, timeout=120).returncode
+        for prefix in ([], [*GRPO_COMPAT, "run", "--explain", "--"])
+    ]
+    assert statuses == [-signal.SIGTERM, -signal.SIGTERM]
+
+
 # -- training through every launcher --------------------------------------------------------------------------
 
 
@@ -152,10 +250,14 @@ ACCELERATE = [
     "no",
     "--dynamo_backend",
     "no",
+    "--main_process_port",
+    "{port}",
 ]
+# Each launch's rendezvous at a free port ({port}: launch_command), never the launchers' default 29500, which
+# another job on the machine may hold.
 LAUNCHERS = {
     "python": [sys.executable],
-    "torchrun-2": [str(BIN / "torchrun"), "--nproc_per_node", "2"],
+    "torchrun-2": [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", "{port}"],
     "accelerate-2": [*ACCELERATE, "--multi_gpu"],  # gloo CPU processes
     "accelerate-zero2": [*ACCELERATE, "--use_deepspeed", "--deepspeed_config_file", "{zero2}"],
     # DeepSpeed's own launcher; the script's GRPOConfig(deepspeed=...) names the config
@@ -163,12 +265,19 @@ LAUNCHERS = {
         str(BIN / "deepspeed"),
         "--num_gpus",
         "2",
+        "--master_port",
+        "{port}",
         "--no_local_rank",
         "{script}",
         "--deepspeed",
         "{zero2}",
     ],
 }
+
+
+def launch_command(launcher: str, zero2: Path | None = None) -> list[str]:
+    """A launcher's command line from LAUNCHERS, at a port free now."""
+    return [part.format(zero2=zero2, script=USER_SCRIPT, port=free_port()) for part in LAUNCHERS[launcher]]
 
 
 def once_more_after_a_teardown_abort(launch, result_file: Path) -> subprocess.CompletedProcess:
@@ -190,9 +299,18 @@ def trained(result_file: Path, completed: subprocess.CompletedProcess) -> dict:
     return json.loads(result_file.read_text())
 
 
+@pytest.fixture
+def default_port_taken():
+    """29500 held by another job, as on a shared machine: each launch's rendezvous must be at a free port."""
+    with default_port_held():
+        yield
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
-def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launcher, tiny_model, tmp_path):
+def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(
+    launcher, tiny_model, tmp_path, default_port_taken
+):
     zero2 = tmp_path / "zero2.json"
     zero2.write_text(
         json.dumps(
@@ -204,7 +322,7 @@ def test_a_script_that_never_imports_grpo_compat_is_patched_on_every_rank(launch
             }
         )
     )
-    launch = [part.format(zero2=zero2, script=USER_SCRIPT) for part in LAUNCHERS[launcher]]
+    launch = launch_command(launcher, zero2)
     script = [*([] if str(USER_SCRIPT) in launch else [str(USER_SCRIPT)]), "--model", tiny_model]
     # The documented way, apply() in the script, without grpo-compat run: the weights to reproduce.
     in_script = once_more_after_a_teardown_abort(
@@ -280,7 +398,7 @@ def test_sigterm_reaches_torchruns_ranks_and_the_exit_status_is_torchruns(tmp_pa
         for pid_file in tmp_path.glob("*.pid"):
             pid_file.unlink()
         launch = subprocess.Popen(
-            [*prefix, str(BIN / "torchrun"), "--nproc_per_node", "2", "rank.py"],
+            [*prefix, *launch_command("torchrun-2"), "rank.py"],
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 DISABLE_ENV = "GRPO_COMPAT_DISABLE"
-# Statuses that mean "this install is not what the patch was written for"; strict=True refuses them.
-STRICT_FAILURES = frozenset({Status.FAILED, Status.TARGET_MISSING, Status.OUTSIDE_WINDOW})
+# Statuses of a patch that should apply here and cannot (a target moved, a signature changed, the patch raised);
+# strict=True refuses them. Outside its version window or for a package not installed, a patch is simply not
+# applicable: every install has many such (the fixes for other releases), and they are no failure.
+STRICT_FAILURES = frozenset({Status.FAILED, Status.TARGET_MISSING})
 
 
 class _PatchState:

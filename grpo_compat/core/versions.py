@@ -152,6 +152,15 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
+def is_version(text: str) -> bool:
+    """Whether ``text`` reads as a version (its release numbers): what a version given on a command line must be."""
+    try:
+        release(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _satisfies(version: str, operator: str, bound: str, wildcard: bool) -> bool:
     installed, limit = release(version), release(bound)
     if wildcard:

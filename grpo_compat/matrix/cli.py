@@ -8,12 +8,14 @@ the installed package never imports anything from a checkout).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from grpo_compat.core.versions import is_version
 from grpo_compat.matrix.cells import Cell, CellsFileError
 from grpo_compat.matrix.entries import user_project
 from grpo_compat.matrix.envs import CellEnvs
@@ -40,6 +42,8 @@ def _project(args: argparse.Namespace, repository: Callable[[], MatrixProject] |
 
 def _selected_cells(args: argparse.Namespace, project: MatrixProject) -> list[Cell]:
     cells = project.cells
+    if args.quick and args.cells:
+        raise InputError("--quick and --cells together: give one (--quick: the cells file's quick cells)")
     if args.quick and not cells.quick:
         raise InputError(f"--quick: {cells.path} names no quick cells (quick = [...])")
     names = list(cells.quick) if args.quick else [n for n in (args.cells or "").split(",") if n] or list(cells.cells)
@@ -56,6 +60,18 @@ def _folder(option: str, value: str | None, default: Path, must_exist: bool = Fa
     return folder
 
 
+def _output_file(option: str, value: str) -> Path:
+    """A file the command writes, checked before any work: not a folder, and its folder made (as writing would)."""
+    path = Path(value).resolve()
+    if path.is_dir():
+        raise InputError(f"{option} {value}: is a folder, expected a file to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{option} {value}: cannot make its folder: {error.strerror or error}") from None
+    return path
+
+
 def _run(args: argparse.Namespace, project: MatrixProject) -> int:
     from grpo_compat.matrix.runner import run_matrix
 
@@ -63,7 +79,7 @@ def _run(args: argparse.Namespace, project: MatrixProject) -> int:
         raise InputError(f"--jobs {args.jobs}: expected 1 or more runs at a time")
     wheelhouse = _folder("--wheelhouse", args.wheelhouse, Path(), must_exist=True) if args.wheelhouse else None
     results = _folder("--results", args.results, project.results)
-    junit = Path(args.junit).resolve() if args.junit else None
+    junit = _output_file("--junit", args.junit) if args.junit else None
     return run_matrix(
         _selected_cells(args, project),
         project,
@@ -80,6 +96,10 @@ def _wheels(args: argparse.Namespace, project: MatrixProject) -> int:
     from grpo_compat.matrix.envs import EnvBuildError, TargetMachine, uv_error
     from grpo_compat.matrix.runner import progress
 
+    if args.target_python and not re.fullmatch(r"3\.\d+", args.target_python):
+        raise InputError(f"--target-python {args.target_python!r}: expected the machine's Python as X.Y, e.g. 3.11")
+    if args.torch_version and not is_version(args.torch_version):
+        raise InputError(f"--torch-version {args.torch_version!r}: expected a version such as 2.7.1")
     (cell,) = project.cells.select([args.cell], "--cell")
     freeze = ""
     if args.target_freeze:
@@ -108,7 +128,7 @@ def _report(args: argparse.Namespace, project: MatrixProject | None) -> int:
     from grpo_compat.matrix.report import write_reports
 
     default = project.results if project else Path("grpo-matrix-results").resolve()
-    junit = Path(args.junit).resolve() if args.junit else None
+    junit = _output_file("--junit", args.junit) if args.junit else None
     for path in write_reports(_folder("--results", args.results, default, must_exist=True), junit):
         print(path)
     if junit:
@@ -131,6 +151,8 @@ def _workflow(args: argparse.Namespace, project: MatrixProject) -> int:
         if project.workflow_file is None:
             raise InputError("this project has no workflow file")
         target = Path(args.output) if args.output else project.workflow_file
+    if not args.check:
+        _output_file("--output", str(target))
     text = workflow.render_workflow(project.cells, flavour)
     if args.check:
         diff = workflow.stale_diff(target, text)

@@ -25,10 +25,14 @@ NOT_THE_MACHINE = "the settings only: this machine's bf16, GPU and vLLM support 
 def _doctor(args: argparse.Namespace) -> int:
     import json
 
-    from grpo_compat.tools.doctor import diagnose, failure_text, format_diagnosis
+    from grpo_compat.tools.doctor import diagnose, failure_text, format_diagnosis, named_records
 
-    if args.failure:
-        print(failure_text(args.failure))
+    if args.failure:  # the records in full: JSON (every field of each record, a list) with --json
+        if args.all or args.config:
+            given = " and ".join(option for option, value in (("--all", args.all), ("--config", args.config)) if value)
+            raise InputError(f"--failure ID shows that record alone: leave out {given}")
+        records = [failure.to_dict() for failure in named_records(args.failure)] if args.json else None
+        print(json.dumps(records, indent=2) if args.json else failure_text(args.failure))
         return 0
 
     diagnosis = diagnose()
@@ -160,7 +164,7 @@ def _run(args: argparse.Namespace) -> int:
     from grpo_compat.tools import run
 
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
-    return run.run(command, args.strict, args.only, args.skip, args.print_env)
+    return run.run(command, args.strict, args.only, args.skip, args.print_env, args.explain)
 
 
 def _run_options(argv: list[str]) -> _RunOptions | None:
@@ -170,7 +174,7 @@ def _run_options(argv: list[str]) -> _RunOptions | None:
     while index < len(argv):
         argument = argv[index]
         name, has_value, value = argument.partition("=")
-        if argument in ("--strict", "--print-env"):
+        if argument in ("--strict", "--print-env", "--explain"):
             setattr(options, argument[2:].replace("-", "_"), True)
         elif name in ("--only", "--skip") and has_value:
             setattr(options, name[2:], value)
@@ -190,7 +194,7 @@ class _RunOptions:
     """What argparse's Namespace holds for ``run``."""
 
     def __init__(self) -> None:
-        self.strict = self.print_env = False
+        self.strict = self.print_env = self.explain = False
         self.only = self.skip = None
         self.command_line: list[str] = []
 
@@ -275,7 +279,12 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--all", action="store_true", help="also the patches that do not apply here and the packages not installed"
     )
-    doctor.add_argument("--failure", metavar="ID", help="one known failure in full: cause, fix, versions, upstream")
+    doctor.add_argument(
+        "--failure",
+        metavar="ID",
+        help="one known failure in full: cause, fix, versions, upstream (its id, or the short id its title ends "
+        "with: KF-2); with --json, the records as JSON",
+    )
     doctor.add_argument(
         "--config",
         metavar="FILE",
@@ -295,7 +304,7 @@ def build_parser() -> ArgumentParser:
     check.add_argument("--swift", action="store_true", help="the arguments are ms-swift `swift rlhf` arguments")
     check.add_argument("--world-size", type=int, help="processes in total (default: $WORLD_SIZE or 1)")
     check.add_argument("--nproc-per-node", type=int, help="processes per machine (torchrun / NPROC_PER_NODE)")
-    check.add_argument("--nnodes", type=int, default=1, help="machines (with --nproc-per-node)")
+    check.add_argument("--nnodes", type=int, help="machines (with --nproc-per-node; default 1)")
     check.add_argument("--trl-version", help="check against this trl version instead of the installed one")
     check.add_argument("--swift-version", help="check against this ms-swift version instead of the installed one")
     check.add_argument(
@@ -335,9 +344,20 @@ def build_parser() -> ArgumentParser:
         help="run a command with grpo_compat applied in every Python process it starts: run -- <command>",
         exit_statuses=run_statuses,
     )
-    run.add_argument("--strict", action="store_true", help="a patch that cannot apply stops the process")
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="a patch that should apply and cannot (a target moved, a signature changed) stops the process; "
+        "one outside its version window is simply not applicable",
+    )
     run.add_argument("--only", metavar="ID,...", help="apply only these patches")
     run.add_argument("--skip", metavar="ID,...", help="apply every patch but these")
+    run.add_argument(
+        "--explain",
+        action="store_true",
+        help="keep the command's output on the terminal and, when it fails, explain it after (on stderr); "
+        "the exit status stays the command's",
+    )
     run.add_argument("--print-env", action="store_true", help="print the exports a job script can eval instead")
     run.add_argument(
         "command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command and its arguments"

@@ -167,7 +167,7 @@ def environment_versions() -> dict[str, str | None]:
 def diagnose() -> dict:
     """Everything ``grpo-compat doctor`` shows, as one JSON-serialisable dict."""
     import grpo_compat.static_check as static_check
-    from grpo_compat.catalogue import affecting_this_install
+    from grpo_compat.catalogue import load_failures
     from grpo_compat.core.engine import Engine
     from grpo_compat.core.tested import newer_than_tested
 
@@ -177,7 +177,8 @@ def diagnose() -> dict:
     found = static_check.check()
     problems = find_problems(versions) + requirement_conflicts() + vllm_pair_problems(pair)
     problems += [Problem(WARNING, f"{f.message} ({f.where})", f.fix) for f in found]
-    known = affecting_this_install(versions)
+    records = load_failures()
+    known = [failure for failure in records if failure.affects_versions(versions)]
     patches = [patch.to_dict() for patch in plan.patches]
     return {
         "ok": not any(p.severity == ERROR for p in problems),
@@ -191,6 +192,12 @@ def diagnose() -> dict:
         "known_failures": [
             {key: failure.to_dict()[key] for key in ("id", "title", "kind", "handling", "patches", "fix")}
             for failure in known
+        ],
+        # The rest of the catalogue (other versions, or reports that did not reproduce): --all lists them too.
+        "other_failures": [
+            {key: failure.to_dict()[key] for key in ("id", "title", "kind", "handling", "confirmed")}
+            for failure in records
+            if failure not in known
         ],
     }
 
@@ -239,10 +246,21 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
         lines.append("Other patches (outside their version window, or for packages not installed):")
         lines += _patch_lines(others)
         lines.append(f"Not installed: {', '.join(absent) or 'none'}")
-    elif others or absent:
+        other_failures = diagnosis.get("other_failures", [])
+        if other_failures:
+            lines.append(
+                f"Other known failures (other versions, or reports that did not reproduce; {FAILURE_COMMAND} ID):"
+            )
+        for failure in other_failures:
+            unconfirmed = "" if failure["confirmed"] else ", did not reproduce"
+            lines.append(
+                f"  {failure['id']} ({failure['kind']}, {failure['handling']}{unconfirmed}): {failure['title']}"
+            )
+    elif others or absent or diagnosis.get("other_failures"):
         lines.append(
             f"Not shown: {len(others)} patches that do not apply to these versions, {len(absent)} packages not "
-            "installed (grpo-compat doctor --all)"
+            f"installed, {len(diagnosis.get('other_failures', []))} other known failures "
+            "(grpo-compat doctor --all)"
         )
     return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)
 
@@ -250,22 +268,48 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
 FAILURE_COMMAND = "grpo-compat doctor --failure"
 
 
-def failure_text(failure_id: str) -> str:
-    """A catalogue record in full, from the catalogue that ships in the package (no checkout, no network)."""
+# The short id a record's title ends with, "(KF-2)": the numbering of docs/known_failures.md, which the docs print.
+SHORT_ID = re.compile(r"\((KF-\d+)\)\s*$")
+
+
+def records_named(name: str, failures: list) -> list:
+    """The records a name given on the command line means: a record id or a title's short id (``KF-2``), in any
+    case, with or without the parentheses a title prints it in. A short id may number more than one record."""
+    wanted = name.strip().strip("()").strip().lower()
+    return [
+        failure
+        for failure in failures
+        if failure.id.lower() == wanted or any(short.lower() == wanted for short in SHORT_ID.findall(failure.title))
+    ]
+
+
+def named_records(failure_id: str) -> list:
+    """The records ``doctor --failure`` shows; a name that is none is refused in one line, with a hint."""
     import difflib
 
-    from grpo_compat.catalogue import load_failures, record_markdown
+    from grpo_compat.catalogue import load_failures
     from grpo_compat.tools.errors import InputError
 
-    failures = {failure.id: failure for failure in load_failures()}
-    if failure_id not in failures:
-        close = difflib.get_close_matches(failure_id, failures, n=3)
+    failures = load_failures()
+    named = records_named(failure_id, failures)
+    if not named:
+        names = [failure.id for failure in failures] + sorted({s for f in failures for s in SHORT_ID.findall(f.title)})
+        close = difflib.get_close_matches(failure_id.strip(), names, n=3)
         hint = f"did you mean {', '.join(close)}?" if close else f"{len(failures)} records: grpo-compat doctor --all"
         raise InputError(f"no failure record {failure_id!r}; {hint}")
-    failure = failures[failure_id]
-    handled = f"{failure.handling} by {', '.join(failure.patches)}" if failure.patches else failure.handling
-    versions = " or ".join(" + ".join(windows) for windows in failure.affects) or "all"
-    return "\n".join([*record_markdown(failure), f"- Versions: {versions}", f"- Handling: {handled}"])
+    return named
+
+
+def failure_text(failure_id: str) -> str:
+    """Catalogue records in full, from the catalogue that ships in the package (no checkout, no network)."""
+    from grpo_compat.catalogue import record_markdown
+
+    sections = []
+    for failure in named_records(failure_id):
+        handled = f"{failure.handling} by {', '.join(failure.patches)}" if failure.patches else failure.handling
+        versions = " or ".join(" + ".join(windows) for windows in failure.affects) or "all"
+        sections.append("\n".join([*record_markdown(failure), f"- Versions: {versions}", f"- Handling: {handled}"]))
+    return "\n\n".join(sections)
 
 
 # A patch the plan shows as pending is applied as soon as its module is imported.

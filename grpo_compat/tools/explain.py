@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from grpo_compat.core.versions import is_version
 from grpo_compat.tools.arguments import InputError, read_input
 
 REPORT_HINT = (
@@ -33,13 +34,14 @@ def parse_given_versions(pins: list[str]) -> dict[str, str]:
     given = {}
     for pin in pins:
         name, sep, version = pin.partition("==")
-        if not sep or not name.strip() or not version.strip():
+        if not sep or not name.strip() or not is_version(version):
             raise InputError(f"--package-version {pin!r}: expected PACKAGE==VERSION, e.g. trl==0.16.1")
         given[name.strip().lower()] = version.strip()
     return given
 
 
-def run(source: str, pins: list[str], as_json: bool) -> int:
+def run(source: str, pins: list[str], as_json: bool, name: str | None = None) -> int:
+    """``name``: what the answer calls the log (default: its file, or standard input)."""
     from grpo_compat.catalogue.log_matching import explain, format_explanation
 
     given = parse_given_versions(pins)  # before standard input is read
@@ -47,7 +49,7 @@ def run(source: str, pins: list[str], as_json: bool) -> int:
     if as_json:
         print(json.dumps({"source": source, **explanation.to_dict()}, indent=2))
     else:
-        print(format_explanation(explanation, "standard input" if source == "-" else source))
+        print(format_explanation(explanation, name or ("standard input" if source == "-" else source)))
     named = bool(explanation.matches) or any(finding.confident for finding in explanation.reasoned)
     if not as_json and not named:
         print(REPORT_HINT)

@@ -14,7 +14,7 @@ import os
 from dataclasses import fields, replace
 from pathlib import Path
 
-from grpo_compat.core.versions import GRPO_COMPAT_VERSION, installed_version, release, window_problem
+from grpo_compat.core.versions import GRPO_COMPAT_VERSION, installed_version, is_version, release, window_problem
 from grpo_compat.fixes.swift_settings import swift_settings as swift_settings  # the command's swift arguments
 from grpo_compat.fixes.validation import Finding, GRPOSettings, Rules, eval_is_enabled, rules_for, settings_from
 from grpo_compat.tools.arguments import InputError, read_input
@@ -122,7 +122,7 @@ def upgrade_between(pin: str, package: str, target: str | None) -> tuple[str, st
     from grpo_compat.settings.history import load
 
     name, sep, old = pin.partition("==")
-    if not sep or name.strip().lower() != package:
+    if not sep or name.strip().lower() != package or not is_version(old):
         raise InputError(f"--from {pin!r}: expected {package}==VERSION, e.g. {package}=={load(package).releases[0]}")
     known_release(package, old.strip(), f"--from {pin!r}")
     new = target or installed_version(package)
@@ -171,21 +171,27 @@ def trl_settings(config: dict, world_size: int) -> GRPOSettings:
 
 def checked_version(option: str, version: str | None, package: str) -> str | None:
     """A version of ``package`` given on the command line, refused unless it reads as one and is a known release."""
-    try:
-        version is None or release(version)
-    except ValueError:
-        raise InputError(f"{option} {version!r}: expected a version such as 0.16.1") from None
+    if version is not None and not is_version(version):
+        raise InputError(f"{option} {version!r}: expected a version such as 0.16.1")
     return known_release(package, version, f"{option} {version}", older_than_data=True)
 
 
-def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int) -> int:
+def world_size_of(world_size: int | None, nproc_per_node: int | None, nnodes: int | None) -> int:
+    """The processes in total: --world-size, or --nproc-per-node x --nnodes; given both ways, they must agree."""
     for option, count in (("--world-size", world_size), ("--nproc-per-node", nproc_per_node), ("--nnodes", nnodes)):
         if count is not None and count < 1:
             raise InputError(f"{option} {count}: expected 1 or more")
-    if world_size:
-        return world_size
-    if nproc_per_node:
-        return nproc_per_node * nnodes
+    if nnodes is not None and nproc_per_node is None:
+        raise InputError(f"--nnodes {nnodes}: give --nproc-per-node with it (processes per machine)")
+    launched = None if nproc_per_node is None else nproc_per_node * (nnodes or 1)
+    if world_size and launched and world_size != launched:
+        machines = f" x --nnodes {nnodes}" if nnodes is not None else ""
+        raise InputError(
+            f"--world-size {world_size} disagrees with --nproc-per-node {nproc_per_node}{machines} = {launched} "
+            "processes: give one of them"
+        )
+    if world_size or launched:
+        return world_size or launched
     env = os.environ.get("WORLD_SIZE") or os.environ.get("NPROC_PER_NODE")
     return int(env) if env and env.isdecimal() else 1
 

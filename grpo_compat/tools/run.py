@@ -1,13 +1,20 @@
-"""`grpo-compat run [--strict] [--only IDS] [--skip IDS] -- <command ...>`: the command, with grpo_compat applied
-in every Python process it starts (the launcher, each rank, whatever they start), without touching a script.
+"""`grpo-compat run [--strict] [--only IDS] [--skip IDS] [--explain] -- <command ...>`: the command, with
+grpo_compat applied in every Python process it starts (the launcher, each rank, whatever they start), without
+touching a script.
 
     grpo-compat run -- trl grpo --config grpo.yaml
     grpo-compat run -- accelerate launch --num_processes 2 train.py
+    grpo-compat run --explain -- python train.py
 
 The command replaces this process (exec): its exit status, standard streams and signals (Ctrl-C, a
 scheduler's SIGTERM) are its own. What it gets is two environment variables: PYTHONPATH with the folder
 of grpo_compat/startup/sitecustomize.py in front, and GRPO_COMPAT_RUN=1. A job script that cannot
 prefix its command sets them itself: eval "$(grpo-compat run --print-env)".
+
+With --explain the command runs as a child instead: its output goes to the terminal as it comes and into a
+capture, its exit status is returned as its own, and when it fails `grpo-compat explain` reads the capture and
+prints its answer after, on stderr (what `cmd 2>&1 | tee log | grpo-compat explain -` does, without losing the
+command's status).
 """
 
 from __future__ import annotations
@@ -69,9 +76,15 @@ def settings_refused(command: list[str], active: Callable[[str], bool]) -> list[
     return []
 
 
-def run(command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool) -> int:
+def run(
+    command: list[str], strict: bool, only: str | None, skip: str | None, print_env: bool, explain: bool = False
+) -> int:
+    if only is not None and skip is not None:
+        raise InputError("--only and --skip together: give one (--only: just these patches; --skip: all but these)")
     env = environment(strict, patch_ids("--only", only), patch_ids("--skip", skip), dict(os.environ))
     if print_env:
+        if explain:
+            raise InputError("--print-env and --explain together: --explain runs a command, --print-env none")
         if command:
             raise InputError("--print-env takes no command: it prints the variables a job script exports")
         import shlex
@@ -94,6 +107,10 @@ def run(command: list[str], strict: bool, only: str | None, skip: str | None, pr
         return COMMAND_NOT_FOUND
     sys.stdout.flush()
     sys.stderr.flush()
+    if explain:
+        from grpo_compat.tools.explained_run import run_explained
+
+        return run_explained(executable, command, env)
     try:
         os.execve(executable, command, env)
     except OSError as error:  # e.g. not executable: as a shell reports it
