@@ -70,11 +70,12 @@ def stops_the_trainer_import(failure) -> bool:
 
 def _known_failures(hypothetical: HypotheticalSet) -> tuple[list[dict], list[dict]]:
     """(records that stop the trainer's import, the other records the set newly enters) of the failure catalogue."""
-    from grpo_compat.catalogue import affecting_this_install
+    from grpo_compat.catalogue import load_failures
 
-    before = {failure.id for failure in affecting_this_install(hypothetical.installed)}
+    failures = load_failures()
+    before = {failure.id for failure in failures if failure.affects_versions(hypothetical.installed)}
     stopping, entered = [], []
-    for failure in affecting_this_install(hypothetical.versions):
+    for failure in (failure for failure in failures if failure.affects_versions(hypothetical.versions)):
         record = {"id": failure.id, "kind": failure.kind, "handling": failure.handling, "title": failure.title}
         record["fix"] = failure.fix
         if stops_the_trainer_import(failure):
