@@ -52,9 +52,9 @@ class HypotheticalSet:
     versions: dict[str, str]
     installed: dict[str, str]
     picked: list[str] = field(default_factory=list)  # "transformers>=5: transformers 5.23.0 -> 5.24.0 (why)"
-    unread: list[str] = field(default_factory=list)  # what the histories cannot choose or judge, in words
+    unread: list[str] = field(default_factory=list)  # pins the histories cannot choose a release for, in words
     pinned: set[str] = field(default_factory=set)  # the distributions the pins name
-    unjudged: set[str] = field(default_factory=set)  # moved or added where no history says to which release
+    unjudged: set[str] = field(default_factory=set)  # dependencies an install adds or moves that have no history
 
     @property
     def changed(self) -> dict[str, tuple[str | None, str]]:
@@ -227,7 +227,7 @@ def hypothetical_set(
     specifier resolves to the newest release in the histories that it and the set's other packages' declared
     requirements allow. A changed package's declared dependency that the set lacks or breaks, and that no pin names,
     moves as pip would move it: to the newest release the histories hold that every declaration in the set allows
-    (a distribution without a history is named in ``unread``, and not judged)."""
+    (a distribution without a history is named in ``unjudged``, and not judged)."""
     installed = dict(installed_set() if installed is None else installed)
     requirements = [parse_requirement(pin, "--with") for pin in pins]
     unread: list[str] = []
@@ -283,7 +283,19 @@ def _declarations_on(hypothetical: HypotheticalSet, name: str) -> list[tuple[str
     ]
 
 
-def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement, asked: str) -> None:
+def _fits(hypothetical: HypotheticalSet, name: str, release: str) -> bool:
+    """Whether what a release declares holds for the versions the set has now."""
+    versions = hypothetical.versions
+    return all(
+        _allows(declared, versions[wanted])
+        for declared in _declared(name, release)
+        if (wanted := canonicalize_name(declared.name)) in versions and wanted not in hypothetical.unjudged
+    )
+
+
+def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement, asked: str) -> bool:
+    """Moves ``name`` to the newest release ``requirement`` and the set's declarations on it allow, preferring one
+    whose own declarations the set meets; False where none is allowed (the newest matching release is taken)."""
     history = _history(name)
     versions = hypothetical.versions
     others = _declarations_on(hypothetical, name)
@@ -291,8 +303,11 @@ def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement,
     if not matching:
         raise InputError(f"{asked}: no release of {name} the API histories know satisfies it")
     allowed = [r for r in matching if all(_allows(declared, r) for _, declared in others)]
-    chosen = (allowed or matching)[-1]
+    fitting = [r for r in allowed if _fits(hypothetical, name, r)]
+    chosen = (fitting or allowed or matching)[-1]
     before = versions.get(name)
+    if before == chosen:
+        return bool(allowed)
     versions[name] = chosen
     bounding = [(o, d) for o, d in others if not all(_allows(d, r) for r in matching)]  # those that rule one out
     bounds = ", ".join(f"{other} {versions[other]} declares {declared}" for other, declared in bounding)
@@ -302,32 +317,47 @@ def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement,
         why = f"the newest release it allows where {bounds}" if bounds else "the newest release it allows"
     moved = f"{name} {before} -> {chosen}" if before else f"{name} {chosen}, added"
     hypothetical.picked.append(f"{asked}: {moved} ({why})")
+    return bool(allowed)
 
 
-def _follow_dependencies(hypothetical: HypotheticalSet) -> None:
+def _follow_dependencies(hypothetical: HypotheticalSet, rounds: int = 200) -> None:
     """What installing the changed packages brings along: each declared dependency the set lacks or breaks, and
-    that no pin names, moves to the newest release its declarations allow (pip's and uv's resolvers do the same)."""
+    that no pin names, moves to the newest release its declarations allow (pip's and uv's resolvers do the same).
+    Where no release of it would satisfy every declaration, a package this resolution brought in itself (not a pin)
+    steps back instead, to the newest release whose declarations the set meets: one step of a resolver's
+    backtracking (datasets 5 wants huggingface-hub >= 1.31, transformers 4.51 below 1.0: an older datasets)."""
     from grpo_compat import histories
 
-    queue = list(hypothetical.changed)
-    done: set[str] = set()
-    while queue:
+    brought: set[str] = set()  # moved or added here, not by a pin: free to step back
+    queue = [name for name in hypothetical.changed if name in hypothetical.pinned] + [
+        name for name in hypothetical.changed if name not in hypothetical.pinned
+    ]
+    while queue and rounds > 0:
+        rounds -= 1
         name = queue.pop(0)
-        if name in done or name in hypothetical.unjudged:
+        if name in hypothetical.unjudged:
             continue
-        done.add(name)
         for declared in _declared(name, hypothetical.versions[name]):
             wanted = canonicalize_name(declared.name)
             have = hypothetical.versions.get(wanted)
             if wanted in hypothetical.pinned or (have is not None and _allows(declared, have)):
                 continue  # a pin the user chose (a conflict, if any, is a finding), or already allowed
             if wanted in histories.DISTRIBUTIONS:
+                if have is not None and name in brought and _no_release_for_all(hypothetical, wanted, declared):
+                    _resolve(hypothetical, name, Requirement(name), f"{name} steps back for {wanted} {have}")
+                    queue.append(name)
+                    break
                 _resolve(hypothetical, wanted, Requirement(f"{wanted}{declared.specifier}"), f"{name} needs {declared}")
+                brought.add(wanted)
                 queue.append(wanted)
             elif wanted not in hypothetical.unjudged:
-                now = f"{wanted} {have} moves" if have else f"{wanted} is added"
-                hypothetical.unread.append(f"{name} needs {declared}: {now} (no API history: not judged)")
                 hypothetical.unjudged.add(wanted)
+
+
+def _no_release_for_all(hypothetical: HypotheticalSet, name: str, declared: Requirement) -> bool:
+    """Whether no release of ``name`` satisfies ``declared`` and every declaration on it in the set."""
+    others = [d for _, d in _declarations_on(hypothetical, name)]
+    return not any(all(_allows(d, r) for d in [declared, *others]) for r in _history(name).releases)
 
 
 # -- what fails to import ---------------------------------------------------------------------------------------

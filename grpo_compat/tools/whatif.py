@@ -41,6 +41,7 @@ def report(hypothetical: HypotheticalSet) -> dict:
         "changed": {name: {"installed": old, "set": new} for name, (old, new) in sorted(hypothetical.changed.items())},
         "picked": hypothetical.picked,
         "not_judged": hypothetical.unread,
+        "dependencies_not_judged": sorted(hypothetical.unjudged),
         "import": [{**f.to_dict(), "installed_too": f.message in already} for f in imports],
         "requirements": [f.to_dict() for f in requirements],
         "known_import_failures": stopping,
@@ -118,8 +119,11 @@ def format_report(result: dict, hypothetical: HypotheticalSet) -> str:
     else:
         lines.append("  the installed set, unchanged")
     lines += [f"  picked: {line}" for line in result["picked"]]
-    if result["not_judged"]:
-        lines.append("  not judged: " + "; ".join(result["not_judged"]))
+    lines += [f"  not judged: {line}" for line in result["not_judged"]]
+    if result["dependencies_not_judged"]:
+        names = result["dependencies_not_judged"]
+        more = f" and {len(names) - 12} more (--json lists them)" if len(names) > 12 else ""
+        lines.append(f"  dependencies it adds or moves with no API history, not judged: {', '.join(names[:12])}{more}")
     trainer = result["trainer"]
     if trainer is None:
         lines.append("No trl or ms-swift in the set: no GRPO trainer to read.")
