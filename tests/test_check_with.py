@@ -77,6 +77,12 @@ def test_a_specifier_resolves_to_the_newest_release_it_and_the_set_allow_and_say
     assert f"transformers 5.23.0 -> {chosen}" in found.picked[0]
 
 
+def test_a_release_older_than_the_histories_is_in_the_set_but_not_judged():
+    found = what_if("transformers==4.45.2")
+    assert found.versions["transformers"] == "4.45.2" and "transformers" in found.unjudged
+    assert any("older than the API histories" in line for line in found.unread)
+
+
 def test_a_specifier_the_installed_release_meets_changes_nothing():
     assert what_if("transformers>=5").changed == {}
 
@@ -232,7 +238,8 @@ def test_a_locked_set_that_reads_clean_exits_0_and_says_it_is_a_reading(tmp_path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--with", "transformers==9.9.9"], "transformers 9.9.9 is not a release the API histories know"),
+        (["--with", "transformers==9.9.9"], "newer than this grpo-compat's histories; upgrade grpo-compat"),
+        (["--with", "transformers==5.3.7"], "transformers 5.3.7 is not a release the API histories know"),
         (["--with", "trl=>1"], "'trl=>1' is not a requirement"),
         (["--requirements", "/no/such/requirements.txt"], "cannot read it"),
         (["--with", "trl==1.16.0", "--trl-version", "1.16.0"], "leave --trl-version / --swift-version out"),

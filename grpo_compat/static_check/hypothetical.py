@@ -248,7 +248,14 @@ def hypothetical_set(
         pinned = _exact(requirement)
         history = _history(name)
         if pinned is not None:
-            if history is not None and not history.knows(pinned):
+            try:
+                older = history is not None and Version(pinned) < Version(history.releases[0])
+            except InvalidVersion:
+                raise InputError(f"{requirement}: {pinned!r} is not a version") from None
+            if older:  # a real release, before the histories begin: in the set, not judged
+                hypothetical.unread.append(f"{requirement} (older than the API histories, {history.releases[0]} on)")
+                hypothetical.unjudged.add(name)
+            elif history is not None and not history.knows(pinned):
                 raise InputError(_unknown_release(name, pinned, history))
             hypothetical.versions[name] = pinned
         elif name in base and _allows(requirement, base[name]) and requirement.specifier:
@@ -267,6 +274,8 @@ def hypothetical_set(
 def _unknown_release(name: str, version: str, history) -> str:
     series = [r for r in history.releases if r.startswith(version.rsplit(".", 1)[0] + ".")]
     hint = f": did you mean {' or '.join(series[-3:])}?" if series else ""
+    if not series and Version(version) > Version(history.newest):
+        hint = ": it is newer than this grpo-compat's histories; upgrade grpo-compat to read it"
     return (
         f"{name} {version} is not a release the API histories know ({history.releases[0]} ... {history.newest}){hint}"
     )
