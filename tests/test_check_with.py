@@ -13,7 +13,6 @@ from packaging.version import Version
 from grpo_compat import histories
 from grpo_compat.static_check import hypothetical
 from grpo_compat.tools import whatif
-from grpo_compat.tools.errors import InputError
 
 # An installed set like the development env's (trl 1.16 on transformers 5.23), with no requests installed.
 INSTALLED = {
@@ -88,11 +87,11 @@ def test_a_specifier_the_installed_release_meets_changes_nothing():
 
 
 def test_an_unknown_release_or_an_unreadable_requirement_is_bad_input():
-    with pytest.raises(InputError, match=r"transformers 9\.9\.9 is not a release the API histories know"):
+    with pytest.raises(hypothetical.UnusableInput, match=r"transformers 9\.9\.9 is not a release the API histories"):
         what_if("transformers==9.9.9")
-    with pytest.raises(InputError, match="is not a requirement"):
+    with pytest.raises(hypothetical.UnusableInput, match="is not a requirement"):
         what_if("trl=>1")
-    with pytest.raises(InputError, match="no release of trl the API histories know satisfies it"):
+    with pytest.raises(hypothetical.UnusableInput, match="no release of trl the API histories know satisfies it"):
         what_if("trl>99")
 
 

@@ -25,7 +25,10 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from grpo_compat.tools.errors import InputError
+
+class UnusableInput(ValueError):
+    """A pin or a file this reading cannot use (an unknown release, a requirement that does not parse): the command
+    line says it in one line (grpo_compat.tools.errors.InputError, which runtime code does not import)."""
 
 # The entry points of the GRPO trainers (what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer load).
 ENTRIES = {
@@ -87,7 +90,7 @@ def parse_requirement(text: str, where: str) -> Requirement:
         return Requirement(text.strip())
     except InvalidRequirement as error:
         reason = str(error).splitlines()[0]  # packaging adds the text and a caret on further lines
-        raise InputError(f"{where}: {text.strip()!r} is not a requirement ({reason})") from None
+        raise UnusableInput(f"{where}: {text.strip()!r} is not a requirement ({reason})") from None
 
 
 def is_lock_file(path: Path) -> bool:
@@ -100,7 +103,7 @@ def read_requirements_file(path: Path) -> tuple[list[Requirement], list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"--requirements {path}: cannot read it ({error})") from None
+        raise UnusableInput(f"--requirements {path}: cannot read it ({error})") from None
     if is_lock_file(path):
         return _read_uv_lock(path, text), []
     return _read_requirement_lines(path, text, set())
@@ -114,10 +117,10 @@ def _read_uv_lock(path: Path, text: str) -> list[Requirement]:
     try:
         lock = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise InputError(f"--requirements {path}: not a uv lock file ({error})") from None
+        raise UnusableInput(f"--requirements {path}: not a uv lock file ({error})") from None
     packages = lock.get("package")
     if not isinstance(packages, list):
-        raise InputError(f"--requirements {path}: not a uv lock file (no [[package]] tables)")
+        raise UnusableInput(f"--requirements {path}: not a uv lock file (no [[package]] tables)")
     newest: dict[str, str] = {}
     for package in packages:
         name, version = package.get("name"), package.get("version")
@@ -223,7 +226,7 @@ def hypothetical_set(
     """The installed set (or ``installed``) overridden by ``pins`` (``--with`` texts) and the file's requirements,
     then by what an install of the changed packages would change with them.
 
-    An exact pin of a distribution the histories hold must be a release they know (InputError otherwise); another
+    An exact pin of a distribution the histories hold must be a release they know (UnusableInput otherwise); another
     specifier resolves to the newest release in the histories that it and the set's other packages' declared
     requirements allow. A changed package's declared dependency that the set lacks or breaks, and that no pin names,
     moves as pip would move it: to the newest release the histories hold that every declaration in the set allows
@@ -251,12 +254,12 @@ def hypothetical_set(
             try:
                 older = history is not None and Version(pinned) < Version(history.releases[0])
             except InvalidVersion:
-                raise InputError(f"{requirement}: {pinned!r} is not a version") from None
+                raise UnusableInput(f"{requirement}: {pinned!r} is not a version") from None
             if older:  # a real release, before the histories begin: in the set, not judged
                 hypothetical.unread.append(f"{requirement} (older than the API histories, {history.releases[0]} on)")
                 hypothetical.unjudged.add(name)
             elif history is not None and not history.knows(pinned):
-                raise InputError(_unknown_release(name, pinned, history))
+                raise UnusableInput(_unknown_release(name, pinned, history))
             hypothetical.versions[name] = pinned
         elif name in base and _allows(requirement, base[name]) and requirement.specifier:
             continue  # the installed release already satisfies it: pip leaves it
@@ -310,7 +313,7 @@ def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement,
     others = _declarations_on(hypothetical, name)
     matching = [r for r in history.releases if _allows(requirement, r) and r not in history.yanked]
     if not matching:
-        raise InputError(f"{asked}: no release of {name} the API histories know satisfies it")
+        raise UnusableInput(f"{asked}: no release of {name} the API histories know satisfies it")
     allowed = [r for r in matching if all(_allows(declared, r) for _, declared in others)]
     fitting = [r for r in allowed if _fits(hypothetical, name, r)]
     chosen = (fitting or allowed or matching)[-1]

@@ -176,12 +176,15 @@ def verdict(result: dict) -> str:
 def run(args: argparse.Namespace, check_settings: Callable[[argparse.Namespace], int]) -> int:
     """``check --with`` / ``--requirements``, with a config or settings: ``check_settings`` (``check`` itself) judges
     them against the set's trl / ms-swift, and the upgrade's drift is listed for that config."""
-    from grpo_compat.static_check.hypothetical import hypothetical_set
+    from grpo_compat.static_check.hypothetical import UnusableInput, hypothetical_set
     from grpo_compat.tools.errors import InputError
 
     if args.trl_version or args.swift_version:
         raise InputError("--with / --requirements choose the versions: leave --trl-version / --swift-version out")
-    hypothetical = hypothetical_set(args.with_pins, args.requirements)
+    try:
+        hypothetical = hypothetical_set(args.with_pins, args.requirements)
+    except UnusableInput as error:
+        raise InputError(str(error)) from None
     result = report(hypothetical)
     settings_status, settings_output = 0, None
     if args.arguments:
