@@ -58,13 +58,20 @@ def test_a_dependency_brought_in_steps_back_so_every_declaration_of_the_set_hold
     # a fresh set from a cell's pins: the newest datasets wants huggingface-hub >= 1.31, transformers 4.51 below 1.0
     found = what_if("trl==0.14.0", "transformers==4.51.3", "accelerate==1.6.0", installed={})
     assert {"datasets", "huggingface-hub"} <= set(found.versions)
-    assert any(line.startswith("datasets steps back for huggingface-hub") for line in found.picked)
+    assert any(line.startswith("trl needs datasets") and "whose own requirements the set meets" in line
+               for line in found.picked)  # fmt: skip
     assert hypothetical.requirement_findings(found) == []
     for name, version in found.versions.items():
         for declared in hypothetical._declared(name, version):
             wanted = hypothetical.canonicalize_name(declared.name)
             if wanted in found.versions and wanted not in found.unjudged:
                 assert declared.specifier.contains(found.versions[wanted], prereleases=True), (name, declared)
+
+
+def test_the_pins_an_install_would_name_are_the_releases_the_set_changes():
+    found = what_if("transformers==5.3.0")
+    hub = found.versions["huggingface-hub"]
+    assert found.install_pins() == [f"huggingface-hub=={hub}", "transformers==5.3.0"]
 
 
 def test_a_specifier_resolves_to_the_newest_release_it_and_the_set_allow_and_says_so():

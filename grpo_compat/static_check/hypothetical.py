@@ -30,6 +30,7 @@ class UnusableInput(ValueError):
     """A pin or a file this reading cannot use (an unknown release, a requirement that does not parse): the command
     line says it in one line (grpo_compat.tools.errors.InputError, which runtime code does not import)."""
 
+
 # The entry points of the GRPO trainers (what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer load).
 ENTRIES = {
     "trl": ("trl", "trl.trainer", "trl.trainer.grpo_trainer", "trl.trainer.grpo_config"),
@@ -58,6 +59,12 @@ class HypotheticalSet:
     unread: list[str] = field(default_factory=list)  # pins the histories cannot choose a release for, in words
     pinned: set[str] = field(default_factory=set)  # the distributions the pins name
     unjudged: set[str] = field(default_factory=set)  # dependencies an install adds or moves that have no history
+    _moves: dict = field(default_factory=dict)  # name -> (why it moved, the requirement, installed version)
+
+    def install_pins(self) -> list[str]:
+        """``name==version`` for each release the set changes or adds, as an install on top of the installed set
+        would name them (what ``--prove`` builds; dependencies without a history are left to the resolver)."""
+        return [f"{name}=={new}" for name, (_, new) in sorted(self.changed.items()) if name not in self.unjudged]
 
     @property
     def changed(self) -> dict[str, tuple[str | None, str]]:
@@ -271,6 +278,7 @@ def hypothetical_set(
             if not (name in base and _allows(requirement, base[name]) and requirement.specifier):
                 _resolve(hypothetical, name, requirement, str(requirement))
     _follow_dependencies(hypothetical)
+    _explain_moves(hypothetical)
     return hypothetical
 
 
@@ -305,9 +313,9 @@ def _fits(hypothetical: HypotheticalSet, name: str, release: str) -> bool:
     )
 
 
-def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement, asked: str) -> bool:
+def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement, asked: str) -> None:
     """Moves ``name`` to the newest release ``requirement`` and the set's declarations on it allow, preferring one
-    whose own declarations the set meets; False where none is allowed (the newest matching release is taken)."""
+    whose own declarations the set meets (the newest matching release where none is allowed)."""
     history = _history(name)
     versions = hypothetical.versions
     others = _declarations_on(hypothetical, name)
@@ -317,19 +325,34 @@ def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement,
     allowed = [r for r in matching if all(_allows(declared, r) for _, declared in others)]
     fitting = [r for r in allowed if _fits(hypothetical, name, r)]
     chosen = (fitting or allowed or matching)[-1]
-    before = versions.get(name)
-    if before == chosen:
-        return bool(allowed)
+    if name not in hypothetical._moves:
+        hypothetical._moves[name] = (asked, requirement, hypothetical.installed.get(name))
     versions[name] = chosen
-    bounding = [(o, d) for o, d in others if not all(_allows(d, r) for r in matching)]  # those that rule one out
-    bounds = ", ".join(f"{other} {versions[other]} declares {declared}" for other, declared in bounding)
-    if not allowed:
-        why = "no release satisfies it and the set's other requirements together"
-    else:
-        why = f"the newest release it allows where {bounds}" if bounds else "the newest release it allows"
-    moved = f"{name} {before} -> {chosen}" if before else f"{name} {chosen}, added"
-    hypothetical.picked.append(f"{asked}: {moved} ({why})")
-    return bool(allowed)
+
+
+def _explain_moves(hypothetical: HypotheticalSet) -> None:
+    """``picked``: each release the resolution chose, and why, as the final set has it."""
+    for name, (asked, requirement, before) in hypothetical._moves.items():
+        chosen = hypothetical.versions[name]
+        if chosen == before:
+            continue
+        history = _history(name)
+        newer = [r for r in history.releases if Version(r) > Version(chosen) and _allows(requirement, r)]
+        newer = [r for r in newer if r not in history.yanked]
+        others = _declarations_on(hypothetical, name)
+        broken = [(o, d) for o, d in others if not _allows(d, chosen)]
+        bounding = [(o, d) for o, d in others if any(not _allows(d, r) for r in newer)]
+        declares = ", ".join(f"{o} {hypothetical.versions[o]} declares {d}" for o, d in broken or bounding)
+        if broken:
+            why = f"no release satisfies every declaration: {declares}"
+        elif bounding:
+            why = f"the newest release it allows where {declares}"
+        elif newer:
+            why = "the newest release whose own requirements the set meets"
+        else:
+            why = "the newest release it allows"
+        moved = f"{name} {before} -> {chosen}" if before else f"{name} {chosen}, added"
+        hypothetical.picked.append(f"{asked}: {moved} ({why})")
 
 
 def _follow_dependencies(hypothetical: HypotheticalSet, rounds: int = 200) -> None:
