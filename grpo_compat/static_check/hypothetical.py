@@ -268,14 +268,13 @@ def hypothetical_set(
             elif history is not None and not history.knows(pinned):
                 raise UnusableInput(_unknown_release(name, pinned, history))
             hypothetical.versions[name] = pinned
-        elif name in base and _allows(requirement, base[name]) and requirement.specifier:
+        elif name in base and _allows(requirement, base[name]):
             continue  # the installed release already satisfies it: pip leaves it
         elif history is None:
-            hypothetical.unread.append(f"{requirement} (no API history to choose a release of {name} from)")
-            hypothetical.unjudged.add(name)
+            hypothetical.unjudged.add(name)  # no history to choose a release from
     for name, requirement in wanted.items():  # after every exact pin: what they declare bounds the choice
         if name not in hypothetical.unjudged and _exact(requirement) is None and _history(name) is not None:
-            if not (name in base and _allows(requirement, base[name]) and requirement.specifier):
+            if not (name in base and _allows(requirement, base[name])):
                 _resolve(hypothetical, name, requirement, str(requirement))
     _follow_dependencies(hypothetical)
     _explain_moves(hypothetical)
