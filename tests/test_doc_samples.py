@@ -97,6 +97,11 @@ def check_from_bias_correction() -> str:
     return _check("--from", "trl==1.9.2", "beta=0.04", "use_cpu=True").stdout
 
 
+def check_with_trl_0_29() -> str:
+    """The what-if of trl 0.29.1 over this env, which has no requests (tests/test_check_with.py imports it)."""
+    return _check("--with", "trl==0.29.1").stdout
+
+
 FAST: dict[str, Callable[[], str]] = {
     "startup-line": startup_line,
     "settings-refusal": settings_refusal,
@@ -104,6 +109,7 @@ FAST: dict[str, Callable[[], str]] = {
     "check-unknown-release": check_unknown_release,
     "check-bf16-without-a-gpu": check_bf16_without_a_gpu,
     "check-from-bias-correction": check_from_bias_correction,
+    "check-with-trl-0.29": check_with_trl_0_29,
 }
 SLOW = ("watchdog-lr-zero",)  # a training run: test_the_watchdog_sample_is_what_a_run_at_learning_rate_0_logs
 

