@@ -20,6 +20,16 @@ from grpo_compat.core.registry import Patch, Target
 REPO = Path(__file__).resolve().parent.parent
 
 
+def fresh_env(folder: Path) -> dict[str, str]:
+    """The environment of a new venv (FOLDER/venv) with pip, as a user has: first on PATH; no grpo_compat on
+    PYTHONPATH."""
+    venv = folder / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**environment, "PATH": f"{venv / 'bin'}{os.pathsep}{environment['PATH']}", "VIRTUAL_ENV": str(venv)}
+
+
 def run_python(
     code: str, env: dict[str, str] | None = None, python: str = sys.executable
 ) -> subprocess.CompletedProcess:

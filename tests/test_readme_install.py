@@ -6,7 +6,6 @@ checkout. No line names a tag or a release file: none exists."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, fresh_env
 
 REPOSITORY_URL = "https://github.com/grpo-compat/grpo-compat"
 APPLY = "import grpo_compat; grpo_compat.apply(); print(grpo_compat.__file__)"
@@ -25,15 +24,6 @@ def install_block(form: str) -> list[str]:
     block = re.search(rf"<!-- install: {form} -->\n```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
     assert block, f"README.md has no block marked <!-- install: {form} -->"
     return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
-
-
-def fresh_env(tmp_path: Path) -> dict[str, str]:
-    """A new venv with pip (as a user has), first on PATH; no grpo_compat on PYTHONPATH."""
-    venv = tmp_path / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
-    assert made.returncode == 0, made.stderr
-    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return {**environment, "PATH": f"{venv / 'bin'}{os.pathsep}{environment['PATH']}", "VIRTUAL_ENV": str(venv)}
 
 
 def run_lines(lines: list[str], cwd: Path, env: dict[str, str]) -> None:
