@@ -43,9 +43,9 @@ description = "the versions installed where `grpo-compat matrix init` ran"
 
 def cells_text(era: str | None, gpu: bool | None = None) -> str:
     """The starter cells file; ``gpu``: whether this machine has an NVIDIA GPU (default: looked up)."""
-    from grpo_compat.tools.doctor import gpu_present
+    from grpo_compat.tools.doctor import nvidia_gpu_present
 
-    torch_index = _torch_index(gpu_present() if gpu is None else gpu)
+    torch_index = _torch_index(nvidia_gpu_present() if gpu is None else gpu)
     installed = {name: installed_version(name) for name in DISTRIBUTIONS}
     # A local label (torch's "+cpu") names a build, not a release: the cell's index picks the build.
     current = {name: version.split("+")[0] for name, version in installed.items() if version}
