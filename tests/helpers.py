@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grpo_compat.core.registry import Patch, Target
+from grpo_compat.matrix.envs import uv_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,7 +54,10 @@ def build_wheel(out: Path) -> Path:
     with open(REPO / ".matrix" / "wheel-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         built = subprocess.run(
-            ["uv", "build", "--wheel", "--out-dir", str(out), str(REPO)], capture_output=True, text=True, timeout=600
+            [*uv_command(), "build", "--wheel", "--out-dir", str(out), str(REPO)],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = out.glob("grpo_compat-*.whl")

@@ -19,6 +19,7 @@ from grpo_compat.matrix import entry_run, runner
 from grpo_compat.matrix.cells import Cell, CellsFileError, load_cells_file
 from grpo_compat.matrix.cli import main as matrix_main
 from grpo_compat.matrix.entries import EntriesPlan, EntryRun, user_project
+from grpo_compat.matrix.envs import uv_command
 from grpo_compat.matrix.init import CELLS_NAME, SCRIPT_NAME
 from tests.helpers import REPO, TEARDOWN_ABORT, build_wheel
 
@@ -233,9 +234,9 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     grpo-compat (the cells file names none: cell envs get the running install's files), their cells and script."""
     wheel_path = build_wheel(tmp_path / "dist")
     fresh = tmp_path / "fresh"
-    subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(fresh)], check=True)
+    subprocess.run([*uv_command(), "venv", "--quiet", "--python", sys.executable, str(fresh)], check=True)
     subprocess.run(
-        ["uv", "pip", "install", "--quiet", "--python", str(fresh / "bin/python"), str(wheel_path)], check=True
+        [*uv_command(), "pip", "install", "--quiet", "--python", str(fresh / "bin/python"), str(wheel_path)], check=True
     )
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     where = subprocess.run(

@@ -113,10 +113,13 @@ def pip_find_links() -> list[str]:
 
 
 def uv_command() -> list[str]:
-    found = shutil.which("uv")
+    """The uv of this Python's env (the [matrix] extra installs it there, found without activating the env), else
+    the one on PATH."""
+    beside = Path(sys.executable).parent / "uv"  # not resolved: a venv's python is a link to the base one
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("uv")
     if found:
         return [found]
-    raise EnvBuildError("uv is not installed: run `python3 -m pip install uv`")
+    raise EnvBuildError("uv is not installed: pip install uv (or grpo-compat's [matrix] extra) into this env")
 
 
 Progress = Callable[[str], None]
