@@ -504,10 +504,9 @@ def _install_into(
         if ready():
             return None
         shutil.rmtree(target, ignore_errors=True)
-        uv = shutil.which("uv")
-        if uv is None:
-            raise RuntimeError("uv is not installed: run `python3 -m pip install uv` (matrix/setup.sh does)")
-        command = [uv, "pip", "install", "--quiet", "--no-deps", "--python", python, "--target", str(target)]
+        from grpo_compat.matrix.envs import uv_command
+
+        command = [*uv_command(), "pip", "install", "--quiet", "--no-deps", "--python", python, "--target", str(target)]
         result = subprocess.run([*command, *pins], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             shutil.rmtree(target, ignore_errors=True)

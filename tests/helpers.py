@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grpo_compat.core.registry import Patch, Target
+from grpo_compat.matrix.envs import uv_command
 from grpo_compat.testing.smoke import free_port as free_port  # binds port 0: a launch's rendezvous port, never 29500
 
 DEFAULT_RENDEZVOUS_PORT = 29500  # torchrun's, accelerate's and DeepSpeed's default MASTER_PORT
@@ -36,6 +37,16 @@ def default_port_held():
 
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def fresh_env(folder: Path) -> dict[str, str]:
+    """The environment of a new venv (FOLDER/venv) with pip, as a user has: first on PATH; no grpo_compat on
+    PYTHONPATH."""
+    venv = folder / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**environment, "PATH": f"{venv / 'bin'}{os.pathsep}{environment['PATH']}", "VIRTUAL_ENV": str(venv)}
 
 
 def run_python(
@@ -61,7 +72,10 @@ def build_wheel(out: Path) -> Path:
     with open(REPO / ".matrix" / "wheel-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         built = subprocess.run(
-            ["uv", "build", "--wheel", "--out-dir", str(out), str(REPO)], capture_output=True, text=True, timeout=600
+            [*uv_command(), "build", "--wheel", "--out-dir", str(out), str(REPO)],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = out.glob("grpo_compat-*.whl")

@@ -112,6 +112,8 @@ FAST: dict[str, Callable[[], str]] = {
     "check-with-trl-0.29": check_with_trl_0_29,
 }
 SLOW = ("watchdog-lr-zero",)  # a training run: test_the_watchdog_sample_is_what_a_run_at_learning_rate_0_logs
+# docs/quickstart.md's samples: its commands' output, checked where tests/test_quickstart.py runs them
+SLOW += ("quickstart-run", "quickstart-check-refusal", "quickstart-explain")
 
 
 def assert_shown_as_printed(name: str, output: str) -> None:

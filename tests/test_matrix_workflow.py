@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,7 @@ import pytest
 from grpo_compat.matrix import workflow
 from grpo_compat.matrix.cells import load_cells_file
 from matrix.repository import cells_file, repository_project
-from tests.helpers import REPO
+from tests.helpers import REPO, fresh_env
 
 WORKFLOW_FILE = repository_project().workflow_file
 
@@ -169,12 +173,120 @@ def test_a_users_workflow_installs_grpo_compat_as_their_repository_requires_it(t
     assert code == 0 and f"python -m pip install '{vcs}'" in job_block(text, "cpu")
 
 
-def test_a_users_workflow_names_a_requirement_never_a_local_path_of_this_machine(tmp_path: Path) -> None:
-    from grpo_compat import __version__
+def git(cwd: Path, *arguments: str) -> str:
+    done = subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
-    code, text = users_workflow(tmp_path)  # no grpo_compat line, no requirement in the repository
-    assert code == 0 and f"python -m pip install grpo-compat=={__version__}" in job_block(text, "cpu")
-    assert str(tmp_path) not in text and str(REPO) not in text
+
+def workflow_run_by(checkout: Path, user: Path) -> subprocess.CompletedProcess:
+    """`grpo-compat matrix workflow` in the user's repository ``user`` (no grpo_compat line, no requirement on it),
+    run by the grpo_compat of the source folder ``checkout``."""
+    (user / "ci").mkdir(parents=True, exist_ok=True)
+    (user / "ci" / "train.py").write_text("")
+    (user / "ci" / "cells.toml").write_text(USERS_CELLS)
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_compat", "matrix", "workflow", "--cells-file", "ci/cells.toml"],
+        cwd=user,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def clone_of_this_tree(tmp_path: Path) -> Path:
+    """A clone (origin: a folder here) of a repository holding this checkout's files as they are now, so a
+    subprocess of the clone runs the code under test."""
+    origin = tmp_path / "origin"
+    listed = git(REPO, "ls-files", "--cached", "--others", "--exclude-standard", "-z")
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():
+            (origin / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, origin / name)
+    git(origin, "init", "--quiet")
+    git(origin, "add", "-A")
+    git(origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "this tree")
+    git(tmp_path, "clone", "--quiet", str(origin), "grpo-compat")
+    return tmp_path / "grpo-compat"
+
+
+def test_a_users_workflow_installs_a_checkout_outside_their_repository_from_its_origin_at_its_commit(tmp_path):
+    checkout = clone_of_this_tree(tmp_path)
+    commit = git(checkout, "rev-parse", "HEAD")
+    refused = workflow_run_by(checkout, tmp_path / "user")  # its origin is a folder of this machine
+    assert refused.returncode == 2 and "is a folder of this machine" in refused.stderr, refused.stderr
+    assert "set grpo_compat in" in refused.stderr and not (tmp_path / "user" / ".github").exists()
+    git(checkout, "remote", "set-url", "origin", "https://example.org/team/grpo-compat.git")
+    made = workflow_run_by(checkout, tmp_path / "user")
+    vcs = f"grpo-compat @ git+https://example.org/team/grpo-compat.git@{commit}"
+    text = (tmp_path / "user" / ".github" / "workflows" / "grpo-matrix.yml").read_text()
+    assert made.returncode == 0 and f"python -m pip install '{vcs}'" in job_block(text, "cpu"), made.stderr
+    assert str(tmp_path) not in text
+    (checkout / "README.md").write_text("changed")  # the installed files would not be the commit's
+    changed = workflow_run_by(checkout, tmp_path / "user")
+    assert changed.returncode == 2 and "has changes not committed" in changed.stderr
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-am", "local")
+    unpushed = workflow_run_by(checkout, tmp_path / "user")
+    assert unpushed.returncode == 2 and "is on no branch of its origin" in unpushed.stderr
+
+
+@pytest.mark.slow  # pip builds grpo-compat twice, in two new venvs
+def test_a_users_workflow_install_step_runs_in_a_fresh_checkout_of_their_repository(tmp_path):
+    """grpo-compat vendored in the user's repository and installed from there: the workflow installs that folder,
+    and its install step, as written, installs grpo-compat in a fresh venv of a fresh clone of their repository."""
+    user = tmp_path / "user"
+    (user / "vendor" / "grpo-compat").mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], capture_output=True, timeout=120)
+    subprocess.run(["tar", "-x", "-C", str(user / "vendor" / "grpo-compat")], input=archive.stdout, check=True)
+    here = fresh_env(tmp_path / "here")
+    installed = subprocess.run(
+        ["python", "-m", "pip", "install", "--quiet", "./vendor/grpo-compat"],
+        cwd=user,
+        env=here,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    (user / "ci").mkdir()
+    (user / "ci" / "train.py").write_text("")
+    (user / "ci" / "cells.toml").write_text(USERS_CELLS)
+    made = subprocess.run(
+        ["grpo-compat", "matrix", "workflow", "--cells-file", "ci/cells.toml"],
+        cwd=user,
+        env=here,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0 and "./vendor/grpo-compat" in made.stdout, made.stdout + made.stderr
+    git(user, "init", "--quiet")
+    git(user, "add", "-A")
+    git(user, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "ci")
+    git(tmp_path, "clone", "--quiet", str(user), "checkout")
+    text = (tmp_path / "checkout" / ".github" / "workflows" / "grpo-matrix.yml").read_text()
+    step = re.search(r"- name: Install uv and grpo-compat\n +run: \|\n((?: {10}.+\n)+)", job_block(text, "cpu"))
+    assert step, "the cpu job has no install step"
+    fresh = fresh_env(tmp_path / "fresh")
+    ran = subprocess.run(
+        ["bash", "-euc", step.group(1)],
+        cwd=tmp_path / "checkout",
+        env=fresh,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    version = subprocess.run(
+        ["python", "-c", "import grpo_compat; print(grpo_compat.__file__)"],
+        cwd=tmp_path,
+        env=fresh,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert version.stdout.startswith(fresh["VIRTUAL_ENV"]), version.stderr
 
 
 def test_a_users_workflow_refuses_a_folder_outside_the_repository(tmp_path: Path, capsys) -> None:

@@ -1,11 +1,11 @@
 """The README's install lines, as written, install grpo_compat in a fresh env where no package index holds
-grpo-compat, and `grpo_compat.apply()` runs: the clone form (`pip install .`) and a release's wheel. The commands
-are read from the README's marked blocks, never retyped here. The URL form cannot be fetched on these machines:
-its one substitution, made for the clone form too, is the repository's address for a local copy of this checkout."""
+grpo-compat, and `grpo_compat.apply()` runs: the clone form (`pip install .`) and a wheel built in the clone. The
+commands are read from the README's marked blocks, never retyped here. The URL form cannot be fetched on these
+machines: its one substitution, made for the clone too, is the repository's address for a local copy of this
+checkout. No line names a tag or a release file: none exists."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, build_wheel
+from tests.helpers import REPO, fresh_env
 
 REPOSITORY_URL = "https://github.com/grpo-compat/grpo-compat"
 APPLY = "import grpo_compat; grpo_compat.apply(); print(grpo_compat.__file__)"
@@ -24,15 +24,6 @@ def install_block(form: str) -> list[str]:
     block = re.search(rf"<!-- install: {form} -->\n```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
     assert block, f"README.md has no block marked <!-- install: {form} -->"
     return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
-
-
-def fresh_env(tmp_path: Path) -> dict[str, str]:
-    """A new venv with pip (as a user has), first on PATH; no grpo_compat on PYTHONPATH."""
-    venv = tmp_path / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
-    assert made.returncode == 0, made.stderr
-    environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return {**environment, "PATH": f"{venv / 'bin'}{os.pathsep}{environment['PATH']}", "VIRTUAL_ENV": str(venv)}
 
 
 def run_lines(lines: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -59,18 +50,22 @@ def assert_installed_and_applies(env: dict[str, str], cwd: Path) -> None:
     assert shown.returncode == 0 and "## reward-function-contract" in shown.stdout, shown.stderr[-3000:]
 
 
-@pytest.mark.slow  # pip builds and installs grpo-compat in a new venv
-def test_the_readmes_clone_form_installs_grpo_compat_and_apply_runs(tmp_path):
-    lines = install_block("clone")
-    assert any(REPOSITORY_URL in line for line in lines) and "pip install ." in lines
-    # A local copy of the repository under the address's own name, so `cd grpo-compat` finds the clone
+def local_clone_lines(form: str, tmp_path: Path) -> list[str]:
+    """The README's block of ``form``, the repository's address replaced by a local copy of this checkout under the
+    address's own name (so `cd grpo-compat` finds the clone)."""
     origin = tmp_path / "origin"
     origin.mkdir()
     cloned = subprocess.run(
         ["git", "clone", "--quiet", "--bare", str(REPO), str(origin / "grpo-compat")], capture_output=True, text=True
     )
     assert cloned.returncode == 0, cloned.stderr
-    lines = [line.replace(REPOSITORY_URL, str(origin / "grpo-compat")) for line in lines]
+    return [line.replace(REPOSITORY_URL, str(origin / "grpo-compat")) for line in install_block(form)]
+
+
+@pytest.mark.slow  # pip builds and installs grpo-compat in a new venv
+def test_the_readmes_clone_form_installs_grpo_compat_and_apply_runs(tmp_path):
+    lines = local_clone_lines("clone", tmp_path)
+    assert any(line.startswith("git clone ") for line in lines) and "pip install ." in lines
     (tmp_path / "work").mkdir()
     env = fresh_env(tmp_path)
     run_lines(lines, tmp_path / "work", env)
@@ -78,14 +73,14 @@ def test_the_readmes_clone_form_installs_grpo_compat_and_apply_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_readmes_wheel_form_installs_the_release_wheel_and_apply_runs(tmp_path):
-    (line,) = install_block("wheel")
-    wheel = build_wheel(tmp_path / "release")  # what a release attaches
-    assert wheel.name in line, f"README.md names another wheel than this version's {wheel.name}: {line}"
+def test_the_readmes_wheel_form_builds_a_wheel_in_the_clone_that_installs_and_apply_runs(tmp_path):
+    clone = local_clone_lines("clone", tmp_path)[:2]  # git clone, cd: the wheel is built in the clone
+    (tmp_path / "work").mkdir()
     env = fresh_env(tmp_path)
-    run_lines([line], wheel.parent, env)
+    run_lines(clone + install_block("wheel"), tmp_path / "work", env)
+    (wheel,) = (tmp_path / "work" / "grpo-compat" / "dist").glob("grpo_compat-*-py3-none-any.whl")
     assert_installed_and_applies(env, tmp_path)
-    # A launch's Python without grpo_compat is told an install line that works: the README's URL form at this release
+    # A launch's Python without grpo_compat is told an install line that works: the wheel it was installed from
     bare = Path(sys.base_prefix) / "bin" / "python3"
     stopped = subprocess.run(
         ["grpo-compat", "run", "--", str(bare), "-c", "import trl"],
@@ -95,14 +90,15 @@ def test_the_readmes_wheel_form_installs_the_release_wheel_and_apply_runs(tmp_pa
         text=True,
         timeout=300,
     )
-    version = wheel.name.split("-")[1]
-    assert f'-m pip install "git+{REPOSITORY_URL}@v{version}"' in stopped.stderr, stopped.stderr
+    assert f"{bare} -m pip install {wheel}" in stopped.stderr, stopped.stderr
 
 
-def test_the_readmes_url_form_names_this_versions_tag():
-    from grpo_compat import __version__
-
+def test_no_install_line_names_a_tag_or_a_release_file():
+    """Nothing was released: the URL form installs the default branch, the matrix's the same with its extra."""
     (line,) = install_block("url")
-    assert line == f'pip install "git+{REPOSITORY_URL}@v{__version__}"'
-    with_uv = f'pip install "grpo-compat[matrix] @ git+{REPOSITORY_URL}@v{__version__}"'  # the matrix's, in CI
+    assert line == f'pip install "git+{REPOSITORY_URL}"'
+    with_uv = f'pip install "grpo-compat[matrix] @ git+{REPOSITORY_URL}"'  # the matrix's, in CI
     assert with_uv in (REPO / "docs" / "ci.md").read_text()
+    for page in (REPO / "README.md", REPO / "docs" / "ci.md", REPO / "docs" / "quickstart.md"):
+        text = page.read_text()
+        assert not re.search(rf"{REPOSITORY_URL}@v\d|attached to the v\d|release's wheel", text), page.name

@@ -14,7 +14,7 @@ import pytest
 
 import grpo_compat.static_check as static_check
 from grpo_compat.matrix.cells import Cell
-from grpo_compat.matrix.envs import pip_find_links
+from grpo_compat.matrix.envs import pip_find_links, uv_command
 from matrix.repository import ENVS, REPO, cells_file
 
 # The must-find cases: (cell, requirements added without their dependencies, the finding's kind, where, fix), the
@@ -92,8 +92,8 @@ def test_trl_1_12_without_requests_really_fails_to_import_its_trainer(tmp_path):
     folder = _files(cell)
     resolved = f"{folder}.txt"
     env = tmp_path / "env"
-    subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(env)], check=True)
-    install = ["uv", "pip", "install", "--quiet", "--python", str(env / "bin" / "python"), "--no-deps"]
+    subprocess.run([*uv_command(), "venv", "--quiet", "--python", sys.executable, str(env)], check=True)
+    install = [*uv_command(), "pip", "install", "--quiet", "--python", str(env / "bin" / "python"), "--no-deps"]
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     subprocess.run([*install, *links, "-r", resolved], check=True)
     python = str(env / "bin" / "python")

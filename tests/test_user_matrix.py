@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from grpo_compat.matrix import entry_run, runner
 from grpo_compat.matrix.cells import Cell, CellsFileError, load_cells_file
 from grpo_compat.matrix.cli import main as matrix_main
 from grpo_compat.matrix.entries import EntriesPlan, EntryRun, user_project
+from grpo_compat.matrix.envs import uv_command
 from grpo_compat.matrix.init import CELLS_NAME, SCRIPT_NAME
 from tests.helpers import REPO, TEARDOWN_ABORT, build_wheel
 
@@ -232,9 +234,9 @@ def test_a_wheel_install_runs_init_then_a_users_matrix_with_their_own_script(tmp
     grpo-compat (the cells file names none: cell envs get the running install's files), their cells and script."""
     wheel_path = build_wheel(tmp_path / "dist")
     fresh = tmp_path / "fresh"
-    subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(fresh)], check=True)
+    subprocess.run([*uv_command(), "venv", "--quiet", "--python", sys.executable, str(fresh)], check=True)
     subprocess.run(
-        ["uv", "pip", "install", "--quiet", "--python", str(fresh / "bin/python"), str(wheel_path)], check=True
+        [*uv_command(), "pip", "install", "--quiet", "--python", str(fresh / "bin/python"), str(wheel_path)], check=True
     )
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     where = subprocess.run(
@@ -487,3 +489,43 @@ def test_a_cells_excludes_are_never_installed_and_name_a_new_env(tmp_path, monke
     without = load_cells_file(cells_file(tmp_path, ENTRY + '[cells.a]\ntorch = "2.13.0"\n')).cells["a"]
     assert "--excludes" not in envs._sources(without, tmp_path)
     assert cell.fingerprint() != without.fingerprint()
+
+
+def test_init_writes_pytorchs_cpu_index_into_every_cell_on_a_machine_without_an_nvidia_gpu(tmp_path):
+    from grpo_compat.matrix.init import CPU_TORCH_INDEX, cells_text
+
+    for gpu, wanted in ((False, CPU_TORCH_INDEX), (True, None)):
+        path = tmp_path / f"gpu-{gpu}.toml"
+        path.write_text(cells_text("2025-06-01", gpu=gpu))
+        cells = load_cells_file(path, require_torch=False).cells
+        assert len(cells) >= 2 and {cell.torch_index for cell in cells.values()} == {wanted}, gpu
+
+
+def simple_index(folder: Path, name: str, versions: tuple[str, ...]) -> str:
+    """A package index of this machine (PEP 503 pages) holding ``name`` at ``versions``: its URL."""
+    project = folder / name.replace("_", "-")
+    project.mkdir(parents=True)
+    for version in versions:
+        wheel(project, name, version)
+    links = (f'<a href="{path.name}">{path.name}</a>\n' for path in sorted(project.glob("*.whl")))
+    (project / "index.html").write_text("".join(links))
+    return folder.as_uri()
+
+
+def test_a_cells_torch_index_gives_the_build_it_holds_over_pypis_release(tmp_path, local_index, monkeypatch):
+    """torch_index: an index beside the default one, the best match of both taken: a "+cpu" build of the newest
+    release (a local version label sorts above the bare release) is what the cell gets, as PyTorch's CPU index gives
+    torch 2.13.0+cpu where PyPI's Linux torch is the CUDA build; a newer release elsewhere still wins (the torch
+    index holds old numpy and others too). Indexes of this machine stand in for PyPI and PyTorch's."""
+    torch_index = simple_index(tmp_path / "cpu-index", "grpo_matrix_demo", ("1.0+cpu", "1.2+cpu"))
+    cells = f'[cells.a]\ngrpo_matrix_demo = "newest"\ntorch_index = "{torch_index}"\n'
+    project = user_project(cells_file(tmp_path, ENTRY + cells), tmp_path / "envs")  # no earlier resolution here
+    cell = project.cells.cells["a"]
+    assert project.envs.resolve_newest(cell).pins == {"grpo_matrix_demo": "1.2+cpu"}
+    monkeypatch.setenv("UV_DEFAULT_INDEX", simple_index(tmp_path / "pypi", "grpo_matrix_demo", ("1.3",)))
+    assert project.envs.resolve_newest(dataclasses.replace(cell, name="b")).pins == {"grpo_matrix_demo": "1.3"}
+    without = Cell("a", {"grpo_matrix_demo": "newest"})
+    assert cell.fingerprint() != without.fingerprint()
+    bad = cells_file(tmp_path, ENTRY + '[cells.a]\ntorch = "2.13.0"\ntorch_index = "cpu"\n')
+    with pytest.raises(CellsFileError, match="torch_index = 'cpu': expected an index URL"):
+        load_cells_file(bad)

@@ -10,6 +10,7 @@ A cells file is TOML. Each ``[cells.<name>]`` table pins one environment; this r
     exclude_newer = "2025-04-15"   # optional: indirect dependencies no newer than this date
     prereleases = false       # optional: "newest" may pick a pre-release
     excludes = ["torchvision"]     # optional: packages never installed, whoever requires them
+    torch_index = "https://download.pytorch.org/whl/cpu"   # optional: where torch's build comes from (CPU here)
 
 A user's file also names what each cell runs (``[entries.<name>]``, see grpo_compat.matrix.entries) and
 where the cell envs get grpo_compat from (``grpo_compat = "grpo-compat==0.1.0"``, a wheel or a folder).
@@ -42,6 +43,7 @@ CELL_SETTINGS = {
     "excludes",
     "prereleases",
     "processes",
+    "torch_index",
 }
 # Needed by every GRPO run, resolved within the cell's exclude_newer date.
 ALWAYS = ("datasets", "tokenizers")
@@ -70,6 +72,9 @@ class Cell:
     excludes: tuple[str, ...] = field(default=())
     prereleases: bool = False
     processes: int | None = None  # a user's cell: every entry runs in this many processes (grpo_compat.matrix.entries)
+    # An index searched beside PyPI, the best match of both taken: PyTorch's CPU index gives torch's CPU build
+    # ("2.13.0+cpu"), where PyPI's Linux torch is the CUDA build (GBs of CUDA libraries a CPU machine never uses).
+    torch_index: str | None = None
     index: int = 0  # the cell's place in its cells file (the report's column order)
 
     @property
@@ -99,6 +104,7 @@ class Cell:
         # Absent fields leave the hashes of existing envs as they were.
         optional: list = [list(values) for values in (self.undated, self.overrides) if values]
         optional += [{"excludes": list(self.excludes)}] if self.excludes else []
+        optional += [{"torch_index": self.torch_index}] if self.torch_index else []
         optional += [install] if install else []
         text = json.dumps([RECIPE_VERSION, self.requirements(), self.exclude_newer, *optional], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -150,6 +156,9 @@ def _cell(name: str, table: object, index: int, where: str, require_torch: bool)
     processes = table.get("processes")
     if processes is not None and (not isinstance(processes, int) or isinstance(processes, bool) or processes < 1):
         raise CellsFileError(f"{where}: processes = {processes!r}: expected a whole number, 1 or more")
+    torch_index = table.get("torch_index")
+    if torch_index is not None and not (isinstance(torch_index, str) and "://" in torch_index):
+        raise CellsFileError(f"{where}: torch_index = {torch_index!r}: expected an index URL")
     return Cell(
         name=name,
         pins=pins,
@@ -162,6 +171,7 @@ def _cell(name: str, table: object, index: int, where: str, require_torch: bool)
         excludes=_strings(table, "excludes", where),
         prereleases=bool(table.get("prereleases", False)),
         processes=processes,
+        torch_index=torch_index,
         index=index,
     )
 

@@ -113,10 +113,13 @@ def pip_find_links() -> list[str]:
 
 
 def uv_command() -> list[str]:
-    found = shutil.which("uv")
+    """The uv of this Python's env (the [matrix] extra installs it there, found without activating the env), else
+    the one on PATH."""
+    beside = Path(sys.executable).parent / "uv"  # not resolved: a venv's python is a link to the base one
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("uv")
     if found:
         return [found]
-    raise EnvBuildError("uv is not installed: run `python3 -m pip install uv`")
+    raise EnvBuildError("uv is not installed: pip install uv (or grpo-compat's [matrix] extra) into this env")
 
 
 Progress = Callable[[str], None]
@@ -210,7 +213,8 @@ def _listing(scratch: Path, cell: Cell, setting: str) -> str:
 
 
 def _sources(cell: Cell, scratch: Path) -> list[str]:
-    """Where uv finds packages: PyPI plus pip's find-links, the cell's release-era date, overrides and excludes."""
+    """Where uv finds packages: PyPI plus pip's find-links and the cell's torch index, the cell's release-era date,
+    overrides and excludes."""
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     # The date holds back indirect dependencies; torch is pinned and newer than most dates.
     dated = ["--exclude-newer", cell.exclude_newer]
@@ -218,7 +222,10 @@ def _sources(cell: Cell, scratch: Path) -> list[str]:
     overrides = ["--override", _listing(scratch, cell, "overrides")] if cell.overrides else []
     excludes = ["--excludes", _listing(scratch, cell, "excludes")] if cell.excludes else []
     prereleases = ["--prerelease", "allow"] if cell.prereleases else []
-    return links + (dated if cell.exclude_newer else []) + overrides + excludes + prereleases
+    # Best match across PyPI and the torch index: "2.13.0+cpu" wins over PyPI's 2.13.0 (the CI workflow's setting).
+    torch_index = ["--extra-index-url", cell.torch_index, "--index-strategy", "unsafe-best-match"]
+    torch_index = torch_index if cell.torch_index else []
+    return links + (dated if cell.exclude_newer else []) + overrides + excludes + prereleases + torch_index
 
 
 def uv_error(error: EnvBuildError) -> str:

@@ -15,17 +15,24 @@ CELLS_NAME = "grpo-matrix.toml"
 SCRIPT_NAME = "grpo_smoke.py"
 # What a starter cell pins, in this order; the newest cell takes each at its newest release.
 DISTRIBUTIONS = ("torch", "trl", "transformers", "accelerate", "datasets", "deepspeed", "peft", "ms-swift")
+# Where a machine without an NVIDIA GPU gets torch: PyPI's Linux torch is the CUDA build (several GB).
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _torch_index(gpu: bool) -> str:
+    """The cells' torch_index line: PyTorch's CPU index where no NVIDIA GPU is found (else PyPI's torch)."""
+    return "" if gpu else f'torch_index = "{CPU_TORCH_INDEX}"   # no NVIDIA GPU here: torch\'s CPU build\n'
 
 
 def _pins(versions: dict[str, str]) -> str:
     return "".join(f'{name} = "{version}"\n' for name, version in versions.items())
 
 
-def _current_cell(current: dict[str, str]) -> str:
+def _current_cell(current: dict[str, str], torch_index: str) -> str:
     if "torch" in current and ("trl" in current or "ms-swift" in current):
         return f"""[cells.current]
 description = "the versions installed where `grpo-compat matrix init` ran"
-{_pins(current)}"""
+{_pins(current)}{torch_index}"""
     return """# [cells.current] is left out: torch and trl (or ms-swift) were not installed where
 # `grpo-compat matrix init` ran. Run it in your training environment, or pin your versions here:
 # [cells.current]
@@ -34,7 +41,11 @@ description = "the versions installed where `grpo-compat matrix init` ran"
 """
 
 
-def cells_text(era: str | None) -> str:
+def cells_text(era: str | None, gpu: bool | None = None) -> str:
+    """The starter cells file; ``gpu``: whether this machine has an NVIDIA GPU (default: looked up)."""
+    from grpo_compat.tools.doctor import nvidia_gpu_present
+
+    torch_index = _torch_index(nvidia_gpu_present() if gpu is None else gpu)
     installed = {name: installed_version(name) for name in DISTRIBUTIONS}
     # A local label (torch's "+cpu") names a build, not a release: the cell's index picks the build.
     current = {name: version.split("+")[0] for name, version in installed.items() if version}
@@ -69,18 +80,19 @@ args = []
 # nightly job sees an upstream release the day it comes out; prereleases = true lets it pick a pre-release).
 # exclude_newer = "YYYY-MM-DD" keeps indirect dependencies (numpy, pyarrow, ...) in the pins' release era.
 # device = "cuda" runs the cell on a GPU machine; extra = ["pkg==1.0"] adds packages; processes = 2 runs
-# every script and swift entry of the cell in 2 processes.
+# every script and swift entry of the cell in 2 processes. torch_index = URL: an index searched beside PyPI
+# for torch's build (PyTorch's CPU index on a machine without an NVIDIA GPU; the best match of both is taken).
 
-{_current_cell(current)}
+{_current_cell(current, torch_index)}
 [cells.newest]
 description = "the newest releases: breaks when an upstream release breaks your training"
-{_pins(newest)}"""
+{_pins(newest)}{torch_index}"""
     if era:
         text += f"""
 [cells."era-{era}"]
 description = "the newest releases as of {era} (torch stays at today's: it is exempt from the date)"
 {_pins({"torch": current.get("torch", "newest"), "trl": "newest", "transformers": "newest", "accelerate": "newest"})}\
-exclude_newer = "{era}"
+{torch_index}exclude_newer = "{era}"
 """
     return text
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
+import re
 import zipfile
 from pathlib import Path
 
@@ -82,8 +83,9 @@ def pack_installed_wheel(out: Path) -> Path:
     return wheel
 
 
-def direct_url() -> str | None:
-    """The VCS URL (pinned to its commit) the installed grpo-compat came from, as pip's direct_url.json says."""
+def installed_from() -> dict | None:
+    """PEP 610's record of where pip (or uv) installed the grpo-compat distribution from (direct_url.json: its
+    ``url`` and ``vcs_info``, ``dir_info`` or ``archive_info``); None when it came from a package index."""
     import json
 
     try:
@@ -94,8 +96,37 @@ def direct_url() -> str | None:
         data = json.loads(text or "null")
     except ValueError:
         return None
-    vcs = data.get("vcs_info") if isinstance(data, dict) else None
-    if not isinstance(vcs, dict) or not vcs.get("vcs") or not data.get("url"):
-        return None  # an index, a local wheel or a local folder: no URL another machine can use
-    commit = vcs.get("commit_id") or vcs.get("requested_revision")
-    return f"{vcs['vcs']}+{data['url']}" + (f"@{commit}" if commit else "")
+    return data if isinstance(data, dict) and isinstance(data.get("url"), str) else None
+
+
+def vcs_requirement(url: str, vcs: str, commit: str | None) -> str:
+    """The requirement that installs grpo-compat from a VCS URL, at ``commit`` when one is known."""
+    return f"{DISTRIBUTION} @ {vcs}+{url}" + (f"@{commit}" if commit else "")
+
+
+def folder_vcs_source(folder: Path) -> tuple[str | None, str]:
+    """(the VCS requirement of a git checkout's committed state, or None; why not). A CI job can install it only
+    when the checkout's commit is on a branch of its ``origin`` (a remote-tracking branch holds it) and its
+    tracked files are as committed; the files of a folder outside the repository are not in the job's checkout."""
+    import subprocess
+
+    def git(*arguments: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(folder), *arguments], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    url = git("remote", "get-url", "origin")
+    if not url:
+        return None, f"{folder} is not a git checkout with an origin"
+    scp = re.fullmatch(r"([\w.-]+@[\w.-]+):(?!//)(.+)", url)  # git@host:owner/name.git, which pip cannot read
+    url = f"ssh://{scp.group(1)}/{scp.group(2)}" if scp else url
+    if "://" not in url or url.startswith("file:"):
+        return None, f"{folder}'s origin ({url}) is a folder of this machine"
+    commit = git("rev-parse", "HEAD")
+    if not commit or not git("branch", "--remotes", "--contains", commit):
+        return None, f"{folder}'s commit {(commit or '?')[:12]} is on no branch of its origin (push it)"
+    if git("status", "--porcelain", "--untracked-files=no") != "":
+        return None, f"{folder} has changes not committed"
+    return vcs_requirement(url, "git", commit), ""

@@ -282,8 +282,7 @@ def install_requirement(cells: CellsFile, root: Path) -> tuple[str, str]:
 
     Never an absolute path of this machine: what the cells file names (a requirement, a VCS URL, or a wheel or
     folder inside the repository, relative to its root), else how the repository itself requires grpo-compat
-    (a requirements file or pyproject.toml), else how the running grpo-compat was installed (a VCS URL, a
-    folder inside the repository), else the running release from the package index.
+    (a requirements file or pyproject.toml), else how the running grpo-compat was installed (running_requirement).
     """
     named = cells.grpo_compat
     if named is not None:
@@ -296,20 +295,63 @@ def install_requirement(cells: CellsFile, root: Path) -> tuple[str, str]:
     found = requirement_in_repository(root)
     if found is not None:
         return found
-    from grpo_compat.matrix.running import DISTRIBUTION, checkout_folder, direct_url
+    return running_requirement(root, cells.path)
+
+
+def running_requirement(root: Path, cells_path: Path) -> tuple[str, str]:
+    """How a CI job installs the grpo_compat running this command, the way it was installed here: its checkout or
+    the folder or wheel pip installed it from, inside the repository (a path relative to its root), else the VCS
+    URL it came from at its commit (pip's direct_url.json, or a checkout's origin), else, when pip recorded no
+    source (a package index), its release. Nothing else: CellsFileError names what to set in the cells file."""
+    from urllib.parse import unquote, urlparse
+
+    from grpo_compat.matrix.running import (
+        DISTRIBUTION,
+        checkout_folder,
+        folder_vcs_source,
+        installed_from,
+        vcs_requirement,
+    )
+
+    def refuse(source: str, why: str) -> CellsFileError:
+        return CellsFileError(
+            f"the running grpo_compat comes from {source}, which a CI job cannot install ({why}): set grpo_compat "
+            f"in {cells_path} to a requirement, a VCS URL, or a wheel or folder inside the repository"
+        )
+
+    def local(path: Path, what: str) -> tuple[str, str]:
+        if path.resolve().is_relative_to(root.resolve()):
+            return _inside(path, root, what), f"{what}, in this repository"
+        if path.is_dir():
+            requirement, why = folder_vcs_source(path)
+            if requirement:
+                return requirement, f"{what}: the commit of its origin it holds"
+            raise refuse(f"{what} {path}", f"outside the repository, and {why}")
+        raise refuse(f"{what} {path}", "outside the repository")
 
     folder = checkout_folder()
-    if folder is not None and folder.resolve().is_relative_to(root.resolve()):
-        return _inside(folder, root, "the running grpo_compat"), "the grpo_compat checkout in this repository"
-    url = direct_url()
-    if url is not None:
-        return f"{DISTRIBUTION} @ {url}", "the VCS URL the running grpo-compat was installed from"
-    from grpo_compat.core.versions import GRPO_COMPAT_VERSION
+    if folder is not None:
+        return local(folder, "the grpo_compat checkout")
+    source = installed_from()
+    if source is None:
+        import importlib.metadata
 
-    return f"{DISTRIBUTION}=={GRPO_COMPAT_VERSION}", (
-        "the running release, from the package index: if your CI cannot get it there, set grpo_compat in the "
-        "cells file to a requirement, a VCS URL, or a wheel or folder in your repository"
-    )
+        try:
+            version = importlib.metadata.version(DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            raise refuse("no installed distribution", "pip has no record of it") from None
+        return f"{DISTRIBUTION}=={version}", "the running release, from the package index it was installed from"
+    url, vcs = source["url"], source.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs"):
+        if url.startswith("file:"):
+            raise refuse(url, "a repository of this machine")
+        commit = vcs.get("commit_id") or vcs.get("requested_revision")
+        return vcs_requirement(url, vcs["vcs"], commit), "the VCS URL the running grpo-compat was installed from"
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        what = "the folder" if "dir_info" in source else "the wheel"
+        return local(Path(unquote(parsed.path)), f"{what} the running grpo-compat was installed from")
+    return f"{DISTRIBUTION} @ {url}", "the URL the running grpo-compat was installed from"
 
 
 _REQUIREMENT_FILES = ("requirements*.txt", "requirements/*.txt", "*requirements*.txt")

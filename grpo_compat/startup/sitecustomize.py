@@ -36,22 +36,38 @@ class _RefuseUnpatchedTraining:
 
 
 def _install_command() -> str:
-    """How the launching grpo_compat (this file's package) installs into another Python: pip of its checkout's
-    folder, else the repository's URL at its release (grpo-compat is on no package index: README, Install)."""
+    """How the launching grpo_compat (this file's package) installs into another Python of this machine: pip of
+    its checkout's folder, else what pip recorded it was installed from (PEP 610 direct_url.json: a VCS URL at its
+    commit, a folder, a wheel), else its release from the package index it came from."""
     home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pip = f"{sys.executable} -m pip install"
     if os.path.isfile(os.path.join(home, "pyproject.toml")):
-        return f"{sys.executable} -m pip install {home}"
+        return f"{pip} {home}"
     prefix, suffix = "grpo_compat-", ".dist-info"  # the installed release's metadata folder, beside the package
-    releases = [
-        entry[len(prefix) : -len(suffix)]
-        for entry in os.listdir(home)
-        if entry.startswith(prefix) and entry.endswith(suffix)
-    ]
-    tag = f"@v{releases[0]}" if len(releases) == 1 else ""
-    return (
-        f'{sys.executable} -m pip install "git+https://github.com/grpo-compat/grpo-compat{tag}" '
-        "(or the clone or wheel you installed it from)"
-    )
+    releases = [entry for entry in os.listdir(home) if entry.startswith(prefix) and entry.endswith(suffix)]
+    if len(releases) != 1:
+        return f"{pip} grpo-compat (from where you installed it)"
+    source = _installed_from(os.path.join(home, releases[0], "direct_url.json"))
+    return f"{pip} {source or 'grpo-compat==' + releases[0][len(prefix) : -len(suffix)]}"
+
+
+def _installed_from(direct_url_json: str):
+    """The pip argument PEP 610's direct_url.json names, quoted for a shell; None when there is none (an index)."""
+    import json
+    import shlex
+    from urllib.parse import unquote, urlparse
+
+    try:
+        with open(direct_url_json, encoding="utf-8") as file:
+            data = json.load(file)
+        url, vcs = data["url"], data.get("vcs_info")
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if isinstance(vcs, dict) and vcs.get("vcs"):
+        commit = vcs.get("commit_id") or vcs.get("requested_revision")
+        return shlex.quote(f"{vcs['vcs']}+{url}" + (f"@{commit}" if commit else ""))
+    parsed = urlparse(url)
+    return shlex.quote(unquote(parsed.path)) if parsed.scheme == "file" else shlex.quote(url)
 
 
 def _apply():

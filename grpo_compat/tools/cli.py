@@ -210,6 +210,17 @@ def _plugin_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quickstart(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from grpo_compat.tools.quickstart import write_quickstart
+
+    for path in write_quickstart(Path(args.folder), args.force):
+        print(f"wrote {path}")
+    print(f"next: cd {args.folder} && grpo-compat run -- python train.py")
+    return 0
+
+
 def _matrix(matrix_arguments: list[str]) -> int:
     """A user's matrix (--cells-file, init) runs here; this project's own hands over to its checkout's
     matrix/repository.py, whose project (cells, plan, scripts) the same runner then runs."""
@@ -387,6 +398,12 @@ def build_parser() -> ArgumentParser:
         exit_statuses=((0, "the path was printed"),),
     )
     plugin.set_defaults(run=_plugin_path)
+    quickstart = commands.add_parser(
+        "quickstart", help="write a tiny local model, train.py and grpo.yaml: GRPO on a CPU in a minute, offline"
+    )
+    quickstart.add_argument("folder", nargs="?", default="grpo-quickstart", help="where (default: grpo-quickstart)")
+    quickstart.add_argument("--force", action="store_true", help="overwrite train.py and grpo.yaml")
+    quickstart.set_defaults(run=_quickstart)
     matrix = commands.add_parser(
         "matrix",
         help="the version matrix of your cells and entry points: init | run | report | workflow (matrix --help)",

@@ -49,7 +49,7 @@ def find_problems(versions: dict[str, str | None], gpu_present: bool | None = No
             )
         )
     torch = versions.get("torch")
-    gpu = _gpu_present() if gpu_present is None else gpu_present
+    gpu = nvidia_gpu_present() if gpu_present is None else gpu_present
     if torch and _is_cuda_build(torch, versions) and not gpu:
         problems.append(
             Problem(
@@ -69,7 +69,7 @@ def _is_cuda_build(torch: str, versions: dict[str, str | None]) -> bool:
     return bool(versions.get("nvidia-cuda-runtime-cu12") or versions.get("nvidia-cuda-runtime"))
 
 
-def _gpu_present() -> bool:
+def nvidia_gpu_present() -> bool:
     return os.path.exists("/dev/nvidia0") or bool(_listdir("/proc/driver/nvidia/gpus"))
 
 
