@@ -186,10 +186,10 @@ def _installs_finder(module: Module) -> bool:
 def _defines(install: Install, module: Module, name: str, depth: int = 0) -> bool | str | None:
     """True: ``module`` binds ``name``; a str: the submodule a lazy structure takes it from; None: cannot tell;
     False: it certainly does not."""
+    if name in module.lazy:  # before its bindings: a lazy __init__ binds its names under TYPE_CHECKING only
+        return f"{module.name}.{module.lazy[name]}"
     if name in module.bound:
         return True
-    if name in module.lazy:
-        return f"{module.name}.{module.lazy[name]}"
     if module.open_ended or depth > 5:
         return None
     for star in module.stars:
