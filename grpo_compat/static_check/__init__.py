@@ -25,7 +25,7 @@ import os
 
 from grpo_compat.static_check.files import CHECK_VERSION, Finding, Install
 
-__all__ = ["CHECK_VERSION", "Finding", "Install", "check", "find", "log_findings_once"]
+__all__ = ["CHECK_VERSION", "READ_NOT_RUN", "Finding", "Install", "check", "find", "log_findings_once"]
 
 TRAINER_CLASSES = {
     "trl": ("trl.trainer.grpo_trainer", "GRPOTrainer"),
@@ -64,8 +64,14 @@ def _find(install: Install) -> list[Finding]:
             findings += calls.override_findings(install, entry)
     for module in list(walk.walked.values()):
         findings += calls.keyword_findings(install, module)
-    unique = {(f.kind, f.where, f.message): f for f in findings}
-    return list(unique.values())
+    from grpo_compat.static_check.builds import build_findings, kernel_findings
+
+    findings = build_findings(install) + findings  # torchvision is met when transformers loads, before the trainer
+    for distribution in trainers_in_use(install):
+        findings += kernel_findings(install, walk.walked, TRAINER_CLASSES[distribution][0])
+    from grpo_compat.static_check.fixes import collapse
+
+    return collapse(install, findings)
 
 
 # -- the check, its cache, and how the tools show it -----------------------------------------------------------------
@@ -100,6 +106,9 @@ def check(paths: list[str] | None = None, use_cache: bool = True) -> list[Findin
     return findings
 
 
+# Said with every answer of the check: a reading of the installed files, not a run of the trainer.
+READ_NOT_RUN = "read from the installed code, not run; `grpo-compat doctor --prove` runs it"
+
 REPORTED_ENV = "GRPO_COMPAT_STATIC_CHECKED"  # set by `grpo-compat run`: its processes do not log the findings again
 
 
@@ -118,4 +127,4 @@ def log_findings_once() -> None:
         log("debug", "static check of the installed set failed: %s: %s", type(error).__name__, error)
         return
     for finding in findings:
-        log("warning", "static check: %s", finding.line())
+        log("warning", "static check (%s): %s", READ_NOT_RUN, finding.line())

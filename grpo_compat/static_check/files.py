@@ -12,7 +12,7 @@ import sys
 
 from grpo_compat.core.versions import distribution_folders
 
-CHECK_VERSION = 1  # bump when what the check finds changes: cached results of older checks are not reused
+CHECK_VERSION = 2  # bump when what the check finds changes: cached results of older checks are not reused
 # The callables item 4 judges: keywords trl / ms-swift pass to these distributions' functions and classes.
 KEYWORD_TARGETS = ("transformers", "vllm", "peft")
 # A test that mentions one of these chooses between releases or shapes: code under it is not judged.
@@ -26,7 +26,8 @@ class Finding:
     """One finding: what trips, where, both packages with their versions, and the fix."""
 
     FIELDS = ("kind", "message", "where", "package", "other", "fix")
-    __slots__ = FIELDS
+    # cause (not shown, not cached): what findings of one root cause share, for fixes.collapse
+    __slots__ = (*FIELDS, "cause")
     # kind: missing-module, missing-name, override, keyword; where: file (relative to its site folder) and line;
     # package: the distribution whose code trips, with its version ("trl 0.25.1"); other: what it trips over.
 
@@ -34,6 +35,7 @@ class Finding:
         self.kind, self.message, self.where, self.package, self.other, self.fix = (
             kind, message, where, package, other, fix
         )  # fmt: skip
+        self.cause: tuple = ()
 
     def to_dict(self) -> dict[str, str]:
         return {name: getattr(self, name) for name in self.FIELDS}

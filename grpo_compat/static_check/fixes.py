@@ -121,3 +121,154 @@ def for_keyword(install: Install, callee: tuple[str, str], caller: tuple[str, st
         options.append(_pin_into(history, owner, install.version(owner), spans))
     return _join(options, f"install a {owner} release whose {qualname.rsplit('.', 1)[-1]} takes {keyword}=, "
                           f"or a {distribution} release that does not pass it")  # fmt: skip
+
+
+# -- one finding per root cause, the smallest change --------------------------------------------------------------
+
+
+def collapse(install: Install, findings: list) -> list:
+    """The findings as the user should read them: each module once, in the order the import meets it; the findings
+    one guard causes as one finding whose fix is the guard's (a pin), not one leaf install per symptom; every pin
+    bounded by what the other installed packages declare; the grpo_compat patch that handles it, where one does."""
+    from grpo_compat.static_check.files import Finding
+
+    unique: dict[tuple, Finding] = {}
+    for finding in findings:
+        unique.setdefault((finding.kind, finding.message), finding)
+    grouped: dict[tuple, list[Finding]] = {}
+    result: list[Finding | tuple] = []
+    for finding in unique.values():
+        if finding.cause[:1] == ("always-true",):
+            key = (finding.package, finding.cause[1].name, finding.cause[2])
+            if key not in grouped:
+                grouped[key] = []
+                result.append(key)  # the group stands where its first symptom is met
+            grouped[key].append(finding)
+        else:
+            result.append(finding)
+    shown = [_always_true(install, grouped[item]) if isinstance(item, tuple) else item for item in result]
+    for finding in shown:
+        finding.fix = bounded(install, finding.fix)
+    return shown
+
+
+def _always_true(install: Install, symptoms: list):
+    """One finding for the imports an always-true availability check lets run (transformers >= 5.3's probe
+    returns a (found, version) tuple, which trl 0.19-0.28 read as a bool)."""
+    from grpo_compat.static_check.files import Finding
+
+    first = symptoms[0]
+    _, home, probe, _guard = first.cause
+    owner = install.owner(home.name)
+    owner_version = f"{owner} {install.version(owner)}"
+    modules = list(dict.fromkeys(s.other.removesuffix(" not installed") for s in symptoms))
+    guards = list(dict.fromkeys(s.cause[3] for s in symptoms))
+    them = "it is" if len(modules) == 1 else "none of them is"
+    message = (
+        f"{first.package} imports {', '.join(modules)} when its GRPO trainer loads although {them} installed: "
+        f"{', '.join(guards)} {'is' if len(guards) == 1 else 'are'} always true, since {owner_version}'s {probe}() "
+        f"({home.relative_path}) returns a (found, version) tuple; the first import fails: No module named "
+        f"'{modules[0]}'"
+    )
+    distribution = first.package.split()[0]
+    record = _known_record(install, probe)
+    fix = record.fix if record is not None and record.fix else (
+        f"install a {owner} release whose {probe}() returns a bool, or a {distribution} release that reads its first "
+        "item"
+    )  # fmt: skip
+    fix += _patch_note(install, record)
+    finding = Finding("missing-module", message, first.where, first.package, owner_version, fix)
+    finding.cause = first.cause
+    return finding
+
+
+def _known_record(install: Install, identifier: str):
+    """The catalogue record whose versions hold this install and whose cause names ``identifier`` (the code object
+    the finding's cause is): its fix and the patches that handle it."""
+    try:
+        from grpo_compat.catalogue import load_failures
+    except ImportError:
+        return None
+    for record in load_failures():
+        text = f"{record.title} {getattr(record, 'cause', '')}"
+        if identifier in text and _holds(install, record.affects):
+            return record
+    return None
+
+
+def _holds(install: Install, windows) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for window in windows:
+        try:
+            requirements = [Requirement(text) for text in window]
+        except InvalidRequirement:
+            continue
+        if all(
+            install.version(r.name) and r.specifier.contains(install.version(r.name), prereleases=True)
+            for r in requirements
+        ):
+            return True
+    return False
+
+
+def _patch_note(install: Install, record) -> str:
+    """Which grpo_compat patch handles the record here (its window holding the installed versions)."""
+    if record is None:
+        return ""
+    from grpo_compat.patch_index import PATCHES
+
+    here = [p for p in PATCHES if p["id"] in (record.patches or ()) and _holds(install, [p["requires"]])]
+    if not here:
+        return ""
+    return f" (grpo_compat {record.handling or 'handles'} it by patch {', '.join(p['id'] for p in here)})"
+
+
+def bounded(install: Install, fix: str) -> str:
+    """Each ``'name>=version'`` the fix proposes, with the upper bounds the other installed packages declare on
+    ``name`` (ms-swift 3.10 declares trl<0.25: ``'trl>=0.17.0,<0.25'``, where an open ``trl>=0.17.0`` let pip move
+    past what ms-swift takes); an option that no bound leaves room for is dropped."""
+    import re
+
+    if not fix.startswith("pip install "):
+        return fix
+    options = []
+    for option in fix.removeprefix("pip install ").split(" or "):
+        found = re.fullmatch(r"'([A-Za-z0-9._-]+)>=([^',]+)'", option.strip())
+        if not found:
+            options.append(option)
+            continue
+        name, lowest = found.groups()
+        uppers = _declared_upper_bounds(install, name)
+        if any(_key(lowest) >= _key(upper.lstrip("<=")) for upper in uppers if upper.startswith("<") and
+               not upper.startswith("<=")) or any(_key(lowest) > _key(upper[2:]) for upper in uppers
+                                                  if upper.startswith("<=")):  # fmt: skip
+            continue
+        options.append(f"'{name}>={lowest}{''.join(',' + u for u in uppers)}'")
+    return "pip install " + " or ".join(options) if options else fix
+
+
+def _declared_upper_bounds(install: Install, name: str) -> list[str]:
+    """The tightest ``<`` / ``<=`` bound on ``name`` that the installed distributions' requirements declare."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from grpo_compat.static_check.files import _normalize
+
+    bounds = []
+    for normalized, (_, _, _) in install.distributions.items():
+        if normalized == _normalize(name):
+            continue
+        for text in install.requires(normalized):
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if _normalize(requirement.name) != _normalize(name) or (
+                requirement.marker is not None and "extra" in str(requirement.marker)
+            ):
+                continue
+            bounds += [(s.operator, s.version) for s in requirement.specifier if s.operator in ("<", "<=")]
+    if not bounds:
+        return []
+    operator, version = min(bounds, key=lambda b: (_key(b[1]), b[0] == "<="))
+    return [f"{operator}{version}"]

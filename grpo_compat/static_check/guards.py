@@ -44,7 +44,10 @@ class Evaluator:
 
     def __init__(self, install: Install) -> None:
         self.install = install
-        self._globals: dict[tuple[str, str], object] = {}
+        self._globals: dict[tuple[str, str], tuple[object, list]] = {}
+        # The probes that answered a tuple for a package that is not installed while evaluating (what makes an
+        # availability check always true): (probe's module, probe's name, package), for the finding's cause.
+        self.always_true: list[tuple[Module, str, str]] = []
 
     def value(self, module: Module, node: ast.expr, local: dict | None = None, depth: int = 0):
         local = local or {}
@@ -85,8 +88,11 @@ class Evaluator:
         """A module-level name: its one top-level assignment, or the module it is imported from."""
         key = (module.name, name)
         if key in self._globals:
-            return self._globals[key]
-        self._globals[key] = UNKNOWN  # a cycle reads as unknown
+            found, hits = self._globals[key]
+            self.always_true += hits
+            return found
+        self._globals[key] = (UNKNOWN, [])  # a cycle reads as unknown
+        before = len(self.always_true)
         found = UNKNOWN
         if name == "TYPE_CHECKING":
             found = False
@@ -96,7 +102,7 @@ class Evaluator:
                 found = self.global_value(source[0], source[1], depth + 1)
             else:
                 found = self._assigned(module, name, depth)
-        self._globals[key] = found
+        self._globals[key] = (found, self.always_true[before:])
         return found
 
     def _assigned(self, module: Module, name: str, depth: int):
@@ -136,7 +142,10 @@ class Evaluator:
         if arguments is None:
             return UNKNOWN
         if _is_probe(function):
-            return self._probe(function, arguments)
+            answer = self._probe(function, arguments)
+            if isinstance(answer, tuple) and answer[0] is False:
+                self.always_true.append((home, function.name, answer_package(function, arguments)))
+            return answer
         return self._run(home, function.body, dict(arguments), depth + 1)
 
     def _bind(self, home: Module, function, node: ast.Call, module: Module, local: dict, depth: int) -> dict | None:
@@ -162,8 +171,8 @@ class Evaluator:
         """A package probe (it calls ``find_spec``): found when the module and a distribution of that name are
         installed (the metadata upstream reads), not found when the module is absent; ``(found, version)`` where
         every return of the installed probe is a tuple, or where it is asked for the version."""
-        package = next(iter(arguments.values()), None)
-        if not isinstance(package, str):
+        package = answer_package(function, arguments)
+        if not package:
             return UNKNOWN
         if self.install.find(package) is None:
             found, version = False, "N/A"
@@ -216,6 +225,12 @@ class Evaluator:
                     return outcome
             return None
         return UNKNOWN
+
+
+def answer_package(function, arguments: dict) -> str:
+    first = (function.args.posonlyargs + function.args.args)[:1]
+    value = arguments.get(first[0].arg) if first else None
+    return value if isinstance(value, str) else ""
 
 
 def _compare(left, op: ast.cmpop, right):
