@@ -58,10 +58,11 @@ def build_findings(install: Install) -> list[Finding]:
             if needed
             else f"pip uninstall -y {name} (the GRPO trainer does not need it; transformers imports it when present)"
         )
+        transformers = f"transformers {install.version('transformers')}"
         message = (
-            f"{name} {have} does not match torch {torch}: {why}, so importing it fails (\"operator "
-            f"torchvision::nms does not exist\" or an undefined symbol), and transformers {install.version('transformers')}"
-            " imports it when it is installed: the GRPO trainer's import fails"
+            f'{name} {have} does not match torch {torch}: {why}, so importing it fails ("operator '
+            f'torchvision::nms does not exist" or an undefined symbol), and {transformers} imports it when it is '
+            "installed: the GRPO trainer's import fails"
         )
         info = install.distributions[name][2]
         where = f"{info.rsplit('/', 1)[-1]}/METADATA"
@@ -104,15 +105,23 @@ def kernel_findings(install: Install, walked: dict[str, Module], trainer_module:
                     f"{use}), which the GRPO trainer runs: the first training step fails on None"
                 )
                 fix = _kernel_fix(install, owner, module.name, imported)
-                findings.append(Finding("kernel", message, f"{module.relative_path}:{use}", version,
-                                        f"{_missing_here(install, record_module, set())} not installed", fix))
+                findings.append(
+                    Finding(
+                        "kernel",
+                        message,
+                        f"{module.relative_path}:{use}",
+                        version,
+                        f"{_missing_here(install, record_module, set())} not installed",
+                        fix,
+                    )
+                )
                 break
     return findings
 
 
 def _none_fallbacks(module: Module) -> list[tuple[str, str, int, str]]:
-    """(name, the module it is imported from, line, the name imported) for ``try: from m import x as name except ImportError:
-    name = None`` at module level."""
+    """(name, the module it is imported from, line, the name imported) for ``try: from m import x as name``
+    ``except ImportError: name = None`` at module level."""
     found = []
     package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
     for node in module.tree.body:

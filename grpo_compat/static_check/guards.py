@@ -261,8 +261,23 @@ def _compare(left, op: ast.cmpop, right):
 
 def _only_effects(statement: ast.If) -> bool:
     """Nothing under it returns, raises or binds a name: only calls for their effect (a warning)."""
-    binding = (ast.Return, ast.Raise, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Import, ast.ImportFrom,
-               ast.Global, ast.Nonlocal, ast.Delete, ast.NamedExpr, ast.For, ast.While, ast.With, ast.Try)
+    binding = (
+        ast.Return,
+        ast.Raise,
+        ast.Assign,
+        ast.AugAssign,
+        ast.AnnAssign,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Global,
+        ast.Nonlocal,
+        ast.Delete,
+        ast.NamedExpr,
+        ast.For,
+        ast.While,
+        ast.With,
+        ast.Try,
+    )
     return not any(isinstance(node, binding) for node in ast.walk(statement))  # fmt: skip
 
 

@@ -114,6 +114,7 @@ def _check(args: argparse.Namespace) -> int:
 
         installed = check()
     from grpo_compat.static_check import READ_NOT_RUN
+
     if args.json:
         print(
             json.dumps(

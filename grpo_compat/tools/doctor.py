@@ -228,8 +228,10 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
     lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
     if diagnosis.get("static_check") is not None:
         found = len(diagnosis["static_check"])
-        lines.append(f"  GRPO trainer of this install: {f'{found} finding(s) below' if found else 'nothing found'} "
-                     f"({READ_NOT_RUN})")
+        lines.append(
+            f"  GRPO trainer of this install: {f'{found} finding(s) below' if found else 'nothing found'} "
+            f"({READ_NOT_RUN})"
+        )
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
     if diagnosis["known_failures"]:
