@@ -58,6 +58,9 @@ EXPECTED = {
     "trl-0.14-tf4.45": {("override", "transformers/trainer.py:379")},
     # transformers 4.52 calls trl 0.16's _get_train_sampler() with the dataset
     "trl-0.16-tf4.52": {("override", "trl/trainer/grpo_trainer.py:514")},
+    # ms-swift 3.2.0 deletes trl's GRPOTrainer.__init__, which alone sets the temperature trl 0.16's
+    # _get_per_token_logps reads (reproducer swift-trl-0.16-temperature: "no attribute 'temperature'")
+    "swift-3.2-trl0.16": {("attribute", "trl/trainer/grpo_trainer.py:598")},
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 import grpo_compat.static_check as static_check
 from grpo_compat.matrix.cells import Cell
 from grpo_compat.static_check.fixes import bounded
-from matrix.repository import ENVS, REPO
+from matrix.repository import ENVS, REPO, cells_file
 
 # transformers' probe, as 4.x wrote it (a bool unless asked for the version) and as 5.3+ writes it (always a tuple)
 PROBE_4 = """
@@ -283,6 +283,71 @@ def test_an_optional_kernel_set_to_none_and_called_untested_on_the_trainer_path_
         assert "triton" in found[0].message and found[0].where == "trl/trainer/utils.py:9"
 
 
+ATTRIBUTE_FILES = {
+    "transformers/__init__.py": "",
+    "transformers/trainer.py": """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+
+            def train(self):
+                return self.training_step()
+
+            def training_step(self):
+                return self.compute_loss()
+    """,
+    "trl/__init__.py": "",
+    "trl/trainer/__init__.py": "",
+    "trl/trainer/grpo_trainer.py": """
+        from transformers.trainer import Trainer
+
+        class GRPOTrainer(Trainer):
+            def __init__(self, model, args):
+                super().__init__(model)
+                self.temperature = args.temperature
+                {read}
+
+            def compute_loss(self):
+                return self.model(self._get_per_token_logps())
+
+            def _get_per_token_logps(self):
+                return 1 / self.temperature
+    """,
+    "swift/__init__.py": "",
+    "swift/rlhf_trainers/__init__.py": "",
+    "swift/rlhf_trainers/grpo_trainer.py": """
+        from transformers.trainer import Trainer
+        from trl.trainer.grpo_trainer import GRPOTrainer as HFGRPOTrainer
+
+        {delete}
+
+        class GRPOTrainer(HFGRPOTrainer):
+            def __init__(self, model, args):
+                super().__init__(model, args)
+    """,
+}
+
+
+@pytest.mark.parametrize(
+    ("swift", "delete", "read", "finds"),
+    [
+        (True, "del HFGRPOTrainer.__init__", "", ["temperature"]),  # ms-swift 3.2.0 with trl 0.16
+        (True, "", "", []),  # trl's __init__ runs through super(): it sets the temperature
+        (False, "", "self.warnings_issued['estimate_tokens'] = True", ["warnings_issued"]),  # a base removed it
+        (False, "", "if hasattr(self, 'warnings_issued'): self.warnings_issued['x'] = True", []),
+    ],
+)
+def test_an_attribute_the_trainer_reads_and_nothing_that_runs_sets_is_found(tmp_path, swift, delete, read, finds):
+    files = {path: textwrap.dedent(text).format(delete=delete, read=read) for path, text in ATTRIBUTE_FILES.items()}
+    if not swift:
+        files = {path: text for path, text in files.items() if not path.startswith("swift")}
+    versions = {"transformers": "4.49.0", "trl": "0.16.1", **({"ms-swift": "3.2.0"} if swift else {})}
+    found = _findings(_tree(tmp_path, versions, files))
+    assert [f.kind for f in found] == ["attribute"] * len(finds), [f.line() for f in found]
+    for finding, attribute in zip(found, finds, strict=True):
+        assert f"has no attribute '{attribute}'" in finding.message
+
+
 # -- the commands: a finding is an error, and a reading says so -----------------------------------------------------
 
 
@@ -334,6 +399,12 @@ REAL = {
         Cell("case-swift-4.0.4", {"torch": "2.13.0", "ms-swift": "4.0.4"}, extra=("msgspec",),
              exclude_newer="2026-11-21"),
         [("missing-module", "No module named 'vllm'")],
+    ),
+    # ms-swift 3.2.0 deletes trl 0.16's GRPOTrainer.__init__, the only code that sets self.temperature; the
+    # catalogue's record of it gives the fix and names the patch that refuses it
+    "swift-3.2-trl0.16": (
+        cells_file().cells["swift-3.2-trl0.16"],
+        [("attribute", "has no attribute 'temperature'")],
     ),
     # trl 1.15.0 on a CPU torch (no Triton): _ChunkedLogProbFunction is None at the first step
     "trl-1.15": (

@@ -23,7 +23,7 @@ TORCH_COMPANIONS = ("torchvision", "torchaudio")
 
 def build_findings(install: Install) -> list[Finding]:
     torch = install.version("torch")
-    if not torch or not install.version("transformers"):
+    if not torch or not install.version("transformers") or not any(install.version(n) for n in TORCH_COMPANIONS):
         return []
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version

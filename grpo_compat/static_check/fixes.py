@@ -148,6 +148,11 @@ def collapse(install: Install, findings: list) -> list:
             result.append(finding)
     shown = [_always_true(install, grouped[item]) if isinstance(item, tuple) else item for item in result]
     for finding in shown:
+        if finding.cause[:1] != ("always-true",):
+            record = _known_record(install, error=finding.message.rsplit(": ", 1)[-1])
+            if record is not None and record.fix and not finding.fix.startswith("pip install"):
+                finding.fix = record.fix  # the record's tested fix over a description of what to look for
+            finding.fix += _patch_note(install, record)
         finding.fix = bounded(install, finding.fix)
     return shown
 
@@ -182,18 +187,32 @@ def _always_true(install: Install, symptoms: list):
     return finding
 
 
-def _known_record(install: Install, identifier: str):
-    """The catalogue record whose versions hold this install and whose cause names ``identifier`` (the code object
-    the finding's cause is): its fix and the patches that handle it."""
+def _known_record(install: Install, identifier: str | None = None, error: str | None = None):
+    """The catalogue record whose versions hold this install and that names the finding: its cause names
+    ``identifier`` (the code object the finding's cause is), or one of its patterns matches ``error`` (the error the
+    finding says Python will raise). Its fix has been run; its patches handle it."""
+
     try:
         from grpo_compat.catalogue import load_failures
     except ImportError:
         return None
     for record in load_failures():
-        text = f"{record.title} {getattr(record, 'cause', '')}"
-        if identifier in text and _holds(install, record.affects):
+        if not record.confirmed or not record.affects or not _holds(install, record.affects):
+            continue
+        if identifier and identifier in f"{record.title} {record.cause}":
+            return record
+        if error and any(_searches(pattern, error) for pattern in record.patterns):
             return record
     return None
+
+
+def _searches(pattern: str, text: str) -> bool:
+    import re
+
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
 
 
 def _holds(install: Install, windows) -> bool:
@@ -221,7 +240,8 @@ def _patch_note(install: Install, record) -> str:
     here = [p for p in PATCHES if p["id"] in (record.patches or ()) and _holds(install, [p["requires"]])]
     if not here:
         return ""
-    return f" (grpo_compat {record.handling or 'handles'} it by patch {', '.join(p['id'] for p in here)})"
+    doing = {"fixed": "fixes it", "refused": "refuses it before the model loads", "diagnosed": "names it"}
+    return f" (grpo_compat.apply() {doing.get(record.handling, 'handles it')}: patch {', '.join(p['id'] for p in here)})"
 
 
 def bounded(install: Install, fix: str) -> str:

@@ -12,10 +12,14 @@ them with one reading. A value the evaluator cannot know is ``UNKNOWN``: the gua
 from __future__ import annotations
 
 import ast
+import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from grpo_compat.static_check.files import Install, Module
+
+
+_AVAILABLE = re.compile(r"^is_\w+_available$")
 
 
 class _Unknown:
@@ -306,11 +310,19 @@ def _source_of(install: Install, module: Module, name: str) -> tuple[Module, str
 
 
 def _function(install: Install, module: Module, name: str, depth: int = 0):
-    """(module, def) of a function ``name`` in ``module``, following unguarded ``from x import name``."""
+    """(module, def) of a function ``name`` in ``module``, following unguarded ``from x import name``. Another
+    distribution's public ``is_X_available`` is not followed (transformers' are in a 100 kB module that parsing
+    would double the check's time for; the caller falls back to reading the name): its private probes are."""
     if name in module.functions:
         return module, module.functions[name]
     if depth > 6:
         return None
+    for record in module.imports:
+        if any(bound == name for _, bound in record.names) and not record.guards:
+            foreign = record.module.split(".")[0] != module.name.split(".")[0]
+            if foreign and _AVAILABLE.match(name):
+                return None
+            break
     source = _source_of(install, module, name)
     if source is None:
         return None
