@@ -81,6 +81,36 @@ def for_missing(install: Install, distribution: str, importer: str, owner: str, 
     )
 
 
+def leaf_install(install: Install, owner: str) -> str:
+    """``pip install owner``, unless its newest release (the histories' requirements) pins torch exactly while the
+    installed torch is a CPU build: a package that pins torch is compiled against PyPI's build of it, a CUDA one (a
+    GPU engine such as vLLM), and cannot work beside this torch, so it is not proposed."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
+
+    history, torch = _history(owner), install.version("torch")
+    if history is None or not history.releases or torch is None:
+        return f"pip install {owner}"
+    if is_cuda_build(torch, any(install.version(name) for name in CUDA_RUNTIME_DISTRIBUTIONS)):
+        return f"pip install {owner}"
+    newest = history.releases[-1]
+    for text in history.requires(newest) or []:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name != "torch" or (requirement.marker is not None and "extra" in str(requirement.marker)):
+            continue
+        if any(specifier.operator == "==" for specifier in requirement.specifier):
+            return (
+                f"not an install of {owner}: {owner} {newest} pins torch ({requirement.specifier}), a build compiled "
+                f"for CUDA, and torch {torch} here is a CPU build; use a release of the importing package that does "
+                f"not import {owner} at load time"
+            )
+    return f"pip install {owner}"
+
+
 def for_signature(
     install: Install, callee: tuple[str, str], caller: tuple[str, str], shape: tuple[int, list[str]]
 ) -> str:
@@ -241,7 +271,8 @@ def _patch_note(install: Install, record) -> str:
     if not here:
         return ""
     doing = {"fixed": "fixes it", "refused": "refuses it before the model loads", "diagnosed": "names it"}
-    return f" (grpo_compat.apply() {doing.get(record.handling, 'handles it')}: patch {', '.join(p['id'] for p in here)})"
+    patches = ", ".join(p["id"] for p in here)
+    return f" (grpo_compat.apply() {doing.get(record.handling, 'handles it')}: patch {patches})"
 
 
 def bounded(install: Install, fix: str) -> str:

@@ -117,7 +117,7 @@ class ImportWalk:
                 f"No module named '{missing}'"
             )
             finding = Finding("missing-module", message, where, f"{distribution} {version}",
-                              f"{owner} not installed", f"pip install {owner}")  # fmt: skip
+                              f"{owner} not installed", _leaf_fix(install, owner))  # fmt: skip
             finding.cause = self._always_true_guard(module, record)
             self.findings.append(finding)
             return
@@ -239,6 +239,12 @@ def _defines(install: Install, module: Module, name: str, depth: int = 0) -> boo
 
 
 # -- fixes --------------------------------------------------------------------------------------------------------
+
+
+def _leaf_fix(install: Install, owner: str) -> str:
+    import grpo_compat.static_check.fixes as fixes
+
+    return fixes.leaf_install(install, owner)
 
 
 def _fix_for_name(install: Install, distribution: str, importer: str, owner: str, target: str, name: str | None) -> str:
