@@ -129,4 +129,4 @@ def log_findings_once() -> None:
         log("debug", "static check of the installed set failed: %s: %s", type(error).__name__, error)
         return
     for finding in findings:
-        log("warning", "static check (%s): %s", READ_NOT_RUN, finding.line())
+        log("warning", "static check: %s (%s)", finding.line(), READ_NOT_RUN)
