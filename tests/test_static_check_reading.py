@@ -201,6 +201,14 @@ def test_the_findings_of_one_always_true_guard_are_one_finding_in_import_order(t
     assert "pip install weave" not in found[0].fix and "pip install requests" not in found[0].fix
 
 
+def test_an_import_line_that_lacks_several_names_is_one_finding(tmp_path):
+    files = {"liger_kernel/__init__.py": "", "liger_kernel/chunked_loss.py": "X = 1\n"}
+    folder = _trl(tmp_path, "", "from liger_kernel.chunked_loss import A, B\n", extra_files=files,
+                  distributions={"liger-kernel": "0.5.2"})  # fmt: skip
+    (found,) = _findings(folder)
+    assert " imports A, B from liger_kernel.chunked_loss" in found.message
+
+
 def test_a_proposed_upgrade_carries_the_upper_bound_the_other_installed_packages_declare(tmp_path):
     """ms-swift 3.10 declares trl<0.25: `'trl>=0.17.0'` alone let uv move trl to 1.16, past what ms-swift takes."""
     folder = _tree(tmp_path, {"ms-swift": "3.10.3", "trl": "0.15.2"}, {}, {"ms-swift": ["trl<0.25,>=0.15"]})
@@ -406,6 +414,14 @@ REAL = {
         cells_file().cells["swift-3.2-trl0.16"],
         [("attribute", "has no attribute 'temperature'")],
     ),
+    # ms-swift 3.10.3 with trl 0.15.2: one import line lacking four names is one finding; the upgrade it proposes
+    # carries ms-swift 3.10's own bound on trl (an open trl>=0.17.0 let uv move to trl 1.16, which fails in peft)
+    "swift-3.10-trl0.15": (
+        Cell("case-swift-3.10-trl0.15", {"torch": "2.13.0", "ms-swift": "3.10.3", "trl": "0.15.2"},
+             extra=("msgspec",), exclude_newer="2025-12-05"),
+        [("missing-name", "imports RepeatSampler, nanmax, nanmin, nanstd from trl.trainer.grpo_trainer")],
+        "pip install 'trl>=0.17.0,<0.25' or 'ms-swift>=4.0.0'",
+    ),
     # trl 1.15.0 on a CPU torch (no Triton): _ChunkedLogProbFunction is None at the first step
     "trl-1.15": (
         Cell("case-trl-1.15", {"torch": "2.13.0", "trl": "1.15.0"}, exclude_newer="2026-11-21"),
@@ -417,8 +433,10 @@ REAL = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(REAL))
 def test_the_reading_on_real_releases(case):
-    cell, expected = REAL[case]
+    cell, expected, *fix = REAL[case]
     found = _findings(str(ENVS.file_only(cell)))
     assert len(found) == len(expected), [f.line() for f in found]
     for finding, (kind, text) in zip(found, expected, strict=True):
         assert finding.kind == kind and text in finding.message, finding.line()
+    if fix:
+        assert found[0].fix == fix[0]

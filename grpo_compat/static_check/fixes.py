@@ -165,6 +165,7 @@ def collapse(install: Install, findings: list) -> list:
     unique: dict[tuple, Finding] = {}
     for finding in findings:
         unique.setdefault((finding.kind, finding.message), finding)
+    _one_per_import_line(unique)
     grouped: dict[tuple, list[Finding]] = {}
     result: list[Finding | tuple] = []
     for finding in unique.values():
@@ -185,6 +186,27 @@ def collapse(install: Install, findings: list) -> list:
             finding.fix += _patch_note(install, record)
         finding.fix = bounded(install, finding.fix)
     return shown
+
+
+def _one_per_import_line(unique: dict) -> None:
+    """``from m import a, b, c`` that lacks all three: one finding naming them (Python stops at the first)."""
+    import re
+
+    first_of_line: dict[str, tuple] = {}
+    for key, finding in list(unique.items()):
+        if finding.kind != "missing-name":
+            continue
+        name = re.search(r" imports (\w+) from ", finding.message)
+        if name is None:
+            continue
+        if finding.where not in first_of_line:
+            first_of_line[finding.where] = (key, [name.group(1)])
+            continue
+        first_key, names = first_of_line[finding.where]
+        names.append(name.group(1))
+        del unique[key]
+        kept = unique[first_key]
+        kept.message = re.sub(r" imports [\w, ]+? from ", f" imports {', '.join(names)} from ", kept.message, count=1)
 
 
 def _always_true(install: Install, symptoms: list):
