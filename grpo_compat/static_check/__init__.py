@@ -5,8 +5,12 @@ It walks the modules of trl (and ms-swift) that ``trl.trainer.grpo_trainer`` / `
 ms-swift's GRPO trainer) reach through module-level imports, and finds:
 
 - ``missing-module``: an import whose module is not installed, where its guard holds here (``try/except
-  ImportError`` never requires it; ``if is_vllm_available():`` only where vllm is installed); the distribution's
-  Requires-Dist says whether it is an undeclared dependency;
+  ImportError`` never requires it unless the handler re-raises; ``if is_vllm_available():`` evaluated from the
+  check's installed body, guards.py); the distribution's Requires-Dist says whether it declares it (or only in an
+  extra);
+- ``attribute``: ``self.X`` read by a method that runs, which only an ``__init__`` that does not run sets
+  (attributes.py); ``kernel``: an optional compiled kernel set to None here and called untested; ``build``: a
+  torchvision / torchaudio made for another torch (builds.py);
 - ``missing-name``: ``from M import name`` where the installed M neither defines, re-exports nor lazily exports it;
 - ``override``: a method trl's trainer overrides (ms-swift's: trl's or transformers') that the installed base calls
   with arguments the override does not take (``self.m(...)``, ``super().m(...)``, or ``self.m`` handed to a base

@@ -16,7 +16,8 @@ import platform
 import sys
 
 from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
-from grpo_compat.static_check.files import Finding, Install, Module, _catches_import_error, guard_holds
+from grpo_compat.static_check.files import Finding, Install, Module, _catches_import_error
+from grpo_compat.static_check.guards import guard_holds
 
 TORCH_COMPANIONS = ("torchvision", "torchaudio")
 

