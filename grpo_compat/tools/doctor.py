@@ -14,9 +14,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from grpo_compat.core.versions import (
+    CUDA_RUNTIME_DISTRIBUTIONS,
     TRACKED_DISTRIBUTIONS,
     installed_distribution,
     installed_version,
+    is_cuda_build,
     release,
     trl_vllm_range,
     vllm_pair_fix,
@@ -62,11 +64,8 @@ def find_problems(versions: dict[str, str | None], gpu_present: bool | None = No
 
 
 def _is_cuda_build(torch: str, versions: dict[str, str | None]) -> bool:
-    local = torch.partition("+")[2]
-    if local:
-        return local.startswith("cu")
     # Linux wheels from PyPI carry no local tag; their CUDA runtime arrives as nvidia-* packages.
-    return bool(versions.get("nvidia-cuda-runtime-cu12") or versions.get("nvidia-cuda-runtime"))
+    return is_cuda_build(torch, any(versions.get(name) for name in CUDA_RUNTIME_DISTRIBUTIONS))
 
 
 def nvidia_gpu_present() -> bool:
@@ -160,7 +159,7 @@ def vllm_pair_problems(pair: dict | None) -> list[Problem]:
 
 
 def environment_versions() -> dict[str, str | None]:
-    extra = ("msgspec", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+    extra = ("msgspec", *CUDA_RUNTIME_DISTRIBUTIONS)
     return {name: installed_version(name) for name in (*TRACKED_DISTRIBUTIONS, *extra)}
 
 
@@ -176,7 +175,8 @@ def diagnose() -> dict:
     pair = vllm_pair()
     found = static_check.check()
     problems = find_problems(versions) + requirement_conflicts() + vllm_pair_problems(pair)
-    problems += [Problem(WARNING, f"{f.message} ({f.where})", f.fix) for f in found]
+    # Each finding stops the trainer (at import, construction or the first step): an error, so doctor exits 1.
+    problems += [Problem(ERROR, f"{f.message} ({f.where})", f.fix) for f in found]
     records = load_failures()
     known = [failure for failure in records if failure.affects_versions(versions)]
     patches = [patch.to_dict() for patch in plan.patches]
@@ -230,7 +230,15 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
             lines.append(f"  wrapping order of {target}: {' > '.join(ids)} > upstream")
     else:
         lines.append(f"Nothing to patch here: {_why_nothing_applies(versions)}")
+    from grpo_compat.static_check import READ_NOT_RUN
+
     lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
+    if diagnosis.get("static_check") is not None:
+        found = len(diagnosis["static_check"])
+        lines.append(
+            f"  GRPO trainer of this install: {f'{found} finding(s) below' if found else 'nothing found'} "
+            f"({READ_NOT_RUN})"
+        )
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
     if diagnosis["known_failures"]:
