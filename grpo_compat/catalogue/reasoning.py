@@ -32,10 +32,25 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
+from grpo_compat.catalogue.environment import (
+    POSIX_ONLY,
+    PROVIDED_BY_A_DISTRIBUTION,
+    REMOVED_FROM_STDLIB,
+    WINDOWS_ONLY,
+    known_distribution,
+    local_build,
+    native_stack,
+    platform_of,
+    stdlib_names,
+)
+from grpo_compat.catalogue.evidence import distribution_of_path, frames_before
 from grpo_compat.core.versions import distribution_of, release
 
 CLASSES = (
     "name-missing",
+    "import-failed",
+    "platform",
+    "native-build",
     "keyword-not-accepted",
     "signature-mismatch",
     "missing-package",
@@ -62,9 +77,16 @@ class Finding:
     belongs_to: str | None = None  # the class a rejected keyword belongs to
     remedy: str | None = None  # "upgrade" (package), "upgrade-importer", "pin" (package)
     data: str = ""  # what the conclusion was read from: "API histories", "the installed trl 1.16.0", "the log"
+    module: str | None = None  # the module a missing name was looked up in
+    version: str | None = None  # the release of ``package`` the finding states a fact about
+
+    @property
+    def certainty(self) -> str:
+        """ "asserted" (the evidence names it) or "offered" (likely; the data cannot confirm it)."""
+        return "asserted" if self.confident else "offered"
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in vars(self).items() if v not in (None, "")}
+        return {"certainty": self.certainty, **{k: v for k, v in vars(self).items() if v not in (None, "")}}
 
 
 # --- versions a log states -----------------------------------------------------------------------------------
@@ -97,7 +119,15 @@ def _distribution_name(name: str) -> str:
 STATED_SPAN = 200_000  # a log's first and last characters searched for name-version lines (env dumps, pip freeze)
 
 
-def stated_versions(text: str, tracked: dict[str, str]) -> dict[str, str]:
+class StatedVersions(dict):
+    """Distribution -> version, with ``weak``: those read only from a pin inside a sentence ("pinning trl==0.19.0
+    fixed it"), which may name the release that worked rather than the one that failed."""
+
+    weak: frozenset[str] = frozenset()
+    trusted: frozenset[str] = frozenset()  # given on the command line, or installed on the machine the log is from
+
+
+def stated_versions(text: str, tracked: dict[str, str]) -> StatedVersions:
     """Every distribution's version a log states, first statement wins; wider than ``tracked`` (any package).
 
     ``tracked``: the tracked distributions' versions the caller read from the log (log_matching.versions_in, which
@@ -123,9 +153,12 @@ def stated_versions(text: str, tracked: dict[str, str]) -> dict[str, str]:
                 note(name, version)
     for found_line in _BUT_FOUND.finditer(ends):
         note(found_line.group(1), found_line.group(2))
+    strong = set(found)
     for pin in _INLINE_PIN.finditer(ends):  # last: the weakest statement
         note(pin.group(1), pin.group(2))
-    return found
+    stated = StatedVersions(found)
+    stated.weak = frozenset(found) - strong
+    return stated
 
 
 # --- the data: API histories when they hold a package, else the installed release's source ------------------
@@ -245,12 +278,6 @@ _ARITY = re.compile(
     r"(?P<callable>[\w.]+)\(\) takes (?P<takes>\d+) positional arguments? but (?P<given>\d+) (?:were|was) given"
 )
 _NAME_ERROR = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
-# A traceback frame: Python's `File "path", line N`, IPython's `File path.py:N` and `path.py in <function>`
-# (Colab renders the path as a markdown link: `[path.py](url) in <module>`).
-_FRAME = re.compile(
-    r"""(?:File "(?P<path>[^"\n]+)", line \d+|File (?P<ipath>\S+\.py):\d+"""
-    r"""|\[?(?P<npath>[^\s\[\]()]+\.py)\]?(?:\([^)\s]*\))? in <?\w)"""
-)
 _PRECISION = re.compile(
     r"Your setup doesn't support bf16/gpu|BFloat16 is not supported on MPS"
     r"|fp16.{0,60}can only be used on CUDA"
@@ -280,17 +307,10 @@ def _line(text: str, position: int) -> str:
 
 
 def _importer(text: str, position: int) -> str | None:
-    """The package whose code raised: the last traceback frame before ``position`` that is in an install."""
-    frames = list(_FRAME.finditer(text, max(0, position - 20_000), position))  # the traceback above the error
-    for frame in reversed(frames):
-        path = (frame.group("path") or frame.group("ipath") or frame.group("npath") or "").replace("\\", "/")
-        if "unsloth_compiled_cache" in path:
-            return "unsloth"
-        package = re.search(r"-packages/([A-Za-z_]\w*)/", path)
-        if package:
-            return distribution_of(package.group(1)).replace("_", "-")
-        return None  # the user's own code (or a checkout): not a package's
-    return None
+    """The package whose code raised: the innermost traceback frame before ``position``, when it is in an install
+    (site-packages, unsloth's compiled cache, an editable checkout: evidence.distribution_of_path)."""
+    frames = frames_before(text, position)
+    return frames[-1].distribution if frames else None
 
 
 def _spans_text(spans: list[tuple[str, str]]) -> str:
@@ -306,10 +326,25 @@ def _name_missing(
     where = f"{module} of {package} {version}" if version else f"{module} ({package}, version not in the log)"
     cause = f"{where} has no '{name}'" + (f", which {importer}'s code imports" if importer else "")
     history = _history(package)
-    if history is not None and version:
+    if history is not None and history.module_spans(module):
         spans = history.name_spans(module, name)
         moved = [(m, f, last) for m, f, last in history.where(name) if m != module]
-        newest = history.nearest(version)
+        newest = history.nearest(version) if version else None
+        if newest and history.has(module, name, version):
+            if package in getattr(versions, "trusted", ()):  # given, or this machine's install: not the release
+                return _name_present(name, module, package, version, importer, evidence, spans)
+            # The log states a release that has the name, so the run used another (an environment dump taken at
+            # another time, a pin in a sentence): what every release says, offered, never asserted.
+            stated = f"the log states {package} {version}, which has '{name}' (API histories), so the run used another"
+            stated += " release or install; "
+            if history.where(name):
+                finding = _name_missing_in_every_release(
+                    name, module, package, importer, evidence, spans, moved, history
+                )
+                return replace(finding, confident=False, cause=stated + finding.cause)
+            return _name_present(name, module, package, version, importer, evidence, spans)
+        if version is None and history.where(name):  # no version: what every release in the histories says
+            return _name_missing_in_every_release(name, module, package, importer, evidence, spans, moved, history)
         if spans and newest and release(spans[0][0]) > release(newest):
             return Finding(
                 "name-missing",
@@ -322,6 +357,8 @@ def _name_missing(
                 importer,
                 remedy="upgrade",
                 data="API histories",
+                module=module,
+                version=version,
             )
         if spans and newest and release(spans[-1][1]) < release(newest):
             last = spans[-1][1]
@@ -338,6 +375,8 @@ def _name_missing(
                 importer,
                 remedy="upgrade-importer" if importer else "pin",
                 data="API histories",
+                module=module,
+                version=version,
             )
     if trl_vllm and package == "vllm" and trl_vllm.get("status") == "outside" and trl_vllm.get("trl_declares"):
         declared = trl_vllm["trl_declares"]
@@ -357,10 +396,193 @@ def _name_missing(
     fix = (
         f"install a {package} release that has '{name}'"
         + (f", or the {importer} release made for {package} {version}" if importer and version else "")
-        + " (grpo_compat has no API history of "
-        f"{package} to say which releases define it)"
+        + (
+            ""
+            if history is not None and history.module_spans(module)
+            else f" (grpo_compat has no API history of {module} to say which releases define it)"
+        )
     )
-    return Finding("name-missing", name, True, cause + ".", fix, evidence, package, importer, data="the log")
+    return Finding(
+        "name-missing",
+        name,
+        True,
+        cause + ".",
+        fix,
+        evidence,
+        package,
+        importer,
+        data="the log",
+        module=module,
+        version=version,
+    )
+
+
+def _name_present(
+    name: str, module: str, package: str, version: str, importer: str | None, evidence: str, spans: list
+) -> Finding:
+    """The histories say the release has the name: the import failed for a reason other than the release."""
+    top = module.split(".")[0]
+    return Finding(
+        "import-failed",
+        name,
+        False,
+        f"{package} {version} has '{name}' in {module} (in {package} {_spans_text(spans)}), so the release is not "
+        f"why the import failed: the {package} the run imported is another one (a local file or folder named {top} "
+        "shadowing it, another environment's install), a partial install, or an import that failed inside it "
+        "(the error above this one).",
+        f'run python -c "import {top}; print({top}.__file__)" in the run\'s environment: remove what shadows it, '
+        f"or reinstall {package}",
+        evidence,
+        package,
+        importer,
+        data="API histories",
+        module=module,
+        version=version,
+    )
+
+
+def _name_missing_in_every_release(
+    name: str, module: str, package: str, importer: str | None, evidence: str, spans: list, moved: list, history
+) -> Finding:
+    """No version stated: the answer every release of the histories gives, asserted only where it is one answer."""
+    first, newest = history.releases[0], history.newest
+    who = f", which {importer}'s code imports" if importer else ""
+    common = {"package": package, "importer": importer, "data": "API histories", "module": module}
+    top = module.split(".")[0]
+    if len(spans) == 1 and spans[0] == (first, newest):
+        return Finding(
+            "name-missing",
+            name,
+            False,
+            f"every {package} release from {first} to {newest} has '{name}' in {module}{who}: the run's {package} "
+            f"is older than {first}, or (when it is not) the {package} it imported is not a whole install of one "
+            f"(a local file or folder named {top} shadowing it, a partial install).",
+            f"pip install '{package}>={first}'; where it is already that new, "
+            f'python -c "import {top}; print({top}.__file__)" shows what shadows it',
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(spans) == 1 and spans[0][1] == newest:  # added later: the run's release is older
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{module} has '{name}' from {package} {spans[0][0]} on{who}: the run's {package} (no version in the "
+            "log) is older.",
+            f"pip install '{package}>={spans[0][0]}'",
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(spans) == 1 and spans[0][0] == first:  # removed: the run's release is newer
+        last = spans[0][1]
+        moved_text = f"; it moved to {moved[-1][0]}" if moved else ""
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{module} had '{name}' in {package} {first}-{last} only{who}: the run's {package} (no version in the "
+            f"log) is newer{moved_text}.",
+            f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else ""),
+            evidence,
+            remedy="upgrade-importer" if importer else "pin",
+            **common,
+        )
+    if spans:
+        where = f"it is in {package} {_spans_text(spans)}"
+    else:
+        where = f"no {package} release from {first} to {newest} has it"
+    elsewhere = f"; {moved[-1][0]} has it in {moved[-1][1]}-{moved[-1][2]}" if moved else ""
+    return Finding(
+        "name-missing",
+        name,
+        False,
+        f"{module} lacks '{name}' in the run's {package} (no version in the log){who}: {where}{elsewhere}.",
+        f"install the {package} release the code was written for ({_spans_text(spans)})"
+        if spans
+        else f"install the {package} release or fork the code was written for",
+        evidence,
+        **common,
+    )
+
+
+def _missing_module(module: str, evidence: str, importer: str | None, platform: str | None) -> Finding:
+    """``No module named 'x'`` for a whole top-level module: a distribution to install, or a fact of the platform or
+    the Python build that no ``pip install`` changes (the standard library, POSIX- or Windows-only modules)."""
+    who = f"{importer}'s code imports it" if importer else "the run imports it"
+    common = {"importer": importer, "data": "the standard library's module list"}
+    if module in PROVIDED_BY_A_DISTRIBUTION:
+        package = PROVIDED_BY_A_DISTRIBUTION[module]
+        cause = f"{module} left Python's standard library in 3.12; {who}, and {package} provides it."
+        return Finding(
+            "missing-package", package, True, cause, f"pip install {package}", evidence, package=package, **common
+        )
+    if module in POSIX_ONLY or module in WINDOWS_ONLY:
+        only, other = ("POSIX (Linux, macOS)", "Windows") if module in POSIX_ONLY else ("Windows", "Linux or macOS")
+        on = f" (the log is from {platform})" if platform else ""
+        return Finding(
+            "platform",
+            module,
+            True,
+            f"{module} is a {only}-only module of Python's standard library: Python on {other} has none{on}, and no "
+            f"pip package provides it; {who}.",
+            f"run on {'Linux (or WSL2 on Windows)' if module in POSIX_ONLY else 'Windows'}, or use a release of "
+            f"{importer or 'the code'} that does without {module} on {other}",
+            evidence,
+            **common,
+        )
+    removed = next((python for python, names in REMOVED_FROM_STDLIB.items() if module in names), None)
+    if removed:
+        return Finding(
+            "platform",
+            module,
+            True,
+            f"{module} left Python's standard library in Python {removed}; {who}: that code predates Python {removed}.",
+            f"run on a Python older than {removed}, or a release of {importer or 'the code'} made for Python {removed}",
+            evidence,
+            **common,
+        )
+    if module in stdlib_names():  # _lzma, _ctypes, _sqlite3, tkinter: a Python built without a system library
+        return Finding(
+            "platform",
+            module,
+            True,
+            f"{module} is part of Python's standard library, and this Python was built without it (a source or pyenv "
+            f"build that lacked its system library); {who}. No pip package provides it.",
+            "install the system library it needs and rebuild Python, or use a prebuilt Python (python.org, conda, "
+            "uv python install)",
+            evidence,
+            **common,
+        )
+    package = known_distribution(module)
+    if package:
+        return Finding(
+            "missing-package",
+            package,
+            True,
+            f"{package} is not installed"
+            + (f" (it provides the module {module})" if package != module else "")
+            + f"; {who}.",
+            f"pip install {package}" + (f" (or check that {importer} declares it)" if importer else ""),
+            evidence,
+            package=package,
+            importer=importer,
+            data="the log",
+        )
+    package = distribution_of(module).replace("_", "-")
+    return Finding(
+        "missing-package",
+        package,
+        False,
+        f"no module {module} is installed; {who}. Which distribution provides it is not known here.",
+        f"install the distribution that provides the module {module} (most are named like it: {package}; check "
+        "the project's install instructions)",
+        evidence,
+        package=package,
+        importer=importer,
+        data="the log",
+    )
 
 
 # vLLM classes trl and ms-swift construct with keywords a vLLM release may not know yet (or any more).
@@ -489,24 +711,7 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
             parent, _, leaf = module.rpartition(".")
             found.append((m.start(), _name_missing(leaf, parent, evidence, importer, versions, trl_vllm)))
         else:
-            package = distribution_of(module).replace("_", "-")
-            who = f"{importer}'s code imports it" if importer else "the run imports it"
-            found.append(
-                (
-                    m.start(),
-                    Finding(
-                        "missing-package",
-                        package,
-                        True,
-                        f"{package} is not installed; {who}.",
-                        f"pip install {package}" + (f" (or check that {importer} declares it)" if importer else ""),
-                        evidence,
-                        package=package,
-                        importer=importer,
-                        data="the log",
-                    ),
-                )
-            )
+            found.append((m.start(), _missing_module(module, evidence, importer, platform_of(text))))
     for m in _matches(_ATTR_MODULE, text, "has no attribute"):
         finding = _name_missing(
             m.group("name"), m.group("module"), _line(text, m.start()), _importer(text, m.start()), versions, trl_vllm
@@ -568,6 +773,107 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                     "/init_communicator/): a plain `vllm serve`, not `trl vllm-serve`.",
                     "start the server with `trl vllm-serve --model ...`",
                     _line(text, m.end() - 1),
+                    data="the log",
+                ),
+            )
+        )
+    return found
+
+
+_SHARED_LIBRARY_MISSING = re.compile(r"(?P<library>lib[\w+-]+\.so(?:\.\d+)*): cannot open shared object file")
+_UNDEFINED_SYMBOL = re.compile(r"(?P<extension>[^\s:'\"]+\.(?:so|pyd))[^\n]*?: undefined symbol: (?P<symbol>\S+)")
+_TORCH_SYMBOL = re.compile(r"^_ZN(?:K?\d*)(?:3c10|2at|5torch|3c1010)|c10::|at::|torch::")
+_NO_CUDA = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system")
+
+
+def _native_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+    """Errors of compiled code: a CUDA / ROCm / Ascend runtime library the build needs and the machine lacks, an
+    extension built against another torch (``undefined symbol``), torch without the accelerator the run asks for."""
+    found: list[tuple[int, Finding]] = []
+    torch = versions.get("torch")
+    torch_build = local_build(torch)
+    for m in _matches(_SHARED_LIBRARY_MISSING, text, "cannot open shared object file"):
+        library = m.group("library")
+        stack = native_stack(library)
+        if stack is None:
+            continue
+        name, major = stack
+        frames = frames_before(text, m.start())
+        loader = next((f.distribution for f in reversed(frames) if f.distribution), None)
+        needs = f"{name} {major}" if major else name
+        on_torch = (
+            f"torch {torch} is built for {torch_build}" if torch_build else "the installed torch is another build"
+        )
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "native-build",
+                    library,
+                    True,
+                    f"{loader or 'a compiled package'}'s compiled code needs {library} ({needs}), which this machine "
+                    f"does not have: its wheel was built for {needs}, and {on_torch} (or no {name} runtime is "
+                    "installed at all).",
+                    f"install the {loader or 'package'} wheel built for the {name} your torch uses, or the torch build "
+                    f"{loader or 'it'} was made for ({needs}); keep one {name} major across torch, vLLM and their "
+                    "extensions",
+                    _line(text, m.start()),
+                    package=loader,
+                    importer=loader,
+                    data="the log",
+                ),
+            )
+        )
+    for m in _matches(_UNDEFINED_SYMBOL, text, "undefined symbol"):
+        extension = m.group("extension")
+        distribution, _ = distribution_of_path(extension)
+        if distribution is None:
+            distribution = known_distribution(extension.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0])
+        if distribution is None or distribution == "torch":
+            continue
+        against = "torch" if _TORCH_SYMBOL.search(m.group("symbol")) else "another release of a library it links"
+        installed = f" {torch}" if torch and against == "torch" else ""
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "native-build",
+                    distribution,
+                    True,
+                    f"{distribution}'s compiled extension ({extension.rsplit('/', 1)[-1]}) was built against "
+                    f"{against} other than the one installed{' (torch' + installed + ')' if installed else ''}: "
+                    f"a symbol it links ({m.group('symbol')[:60]}) is not there.",
+                    f"rebuild {distribution} against the installed torch: pip install --no-build-isolation "
+                    f"--no-cache-dir --force-reinstall {distribution} (a source build compiles against the torch it "
+                    "finds), or install the torch release its wheel was built for",
+                    _line(text, m.start()),
+                    package=distribution,
+                    data="the log",
+                ),
+            )
+        )
+    for m in (m for literal in ("Torch not compiled", "no NVIDIA driver") for m in _matches(_NO_CUDA, text, literal)):
+        build = f" (torch {torch}: {torch_build})" if torch_build else ""
+        npu = "torch_npu" in text or "Ascend" in text
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "native-build",
+                    "cuda",
+                    True,
+                    f"the run asks for CUDA, and this torch cannot use it{build}: a CPU-only torch wheel, or no NVIDIA "
+                    "driver"
+                    + (
+                        "; on an Ascend NPU, code that hard-codes cuda does not run (torch_npu is the device)"
+                        if npu
+                        else ""
+                    )
+                    + ".",
+                    "install the torch wheel built for this machine's CUDA (pip's index of pytorch.org), or set the "
+                    "device to what the machine has" + (" (npu, with torch_npu)" if npu else ""),
+                    _line(text, m.start()),
+                    package="torch",
                     data="the log",
                 ),
             )
@@ -850,6 +1156,17 @@ def metrics_in(text: str) -> dict[str, list[float]]:
 METRICS_TAIL = 200_000  # characters of a log's end whose metric lines are read: the latest ~2,000 steps
 
 
+def learning_metrics(text: str) -> bool:
+    """The log's latest metric lines show a run that learns: a gradient that is finite and mostly non-zero, and
+    rewards that differ within groups (reward_std > 0 or frac_reward_zero_std < 1) where the log shows them."""
+    values = metrics_in(text[-METRICS_TAIL:])
+    gradient = values.get("grad_norm", [])
+    if not gradient or any(v != v for vs in values.values() for v in vs):  # no gradient logged, or a nan
+        return False
+    spread = values.get("reward_std") or [1 - v for v in values.get("frac_reward_zero_std", [])]
+    return sum(v > 0 for v in gradient) >= 0.8 * len(gradient) and (not spread or max(spread) > 0)
+
+
 def _metric_findings(text: str) -> list[tuple[int, Finding]]:
     text = text[-METRICS_TAIL:]
     values = metrics_in(text)
@@ -939,7 +1256,7 @@ class Reasoning:
 
 def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
-    found = _errors(text, versions, trl_vllm) + _metric_findings(text)
+    found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _metric_findings(text)
     found.sort(key=lambda item: -item[0])
     ordered: list[Finding] = []
     for _, finding in found:
