@@ -18,6 +18,7 @@ from grpo_compat.catalogue.environment import PROVIDED_BY_A_DISTRIBUTION, distri
 from grpo_compat.catalogue.evidence import Evidence, read_evidence
 from grpo_compat.catalogue.reasoning import (
     NOT_FAILURES,
+    REFUSED_SETTING,
     Finding,
     StatedVersions,
     learning_metrics,
@@ -265,23 +266,13 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
     return None
 
 
-# The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
-_REFUSED_SETTING = (
-    (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
-    # \b: a leading \w* alone is retried from every character of a long line (quadratic).
-    (re.compile(r"\b\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
-    (re.compile(r"(?:unrecognized arguments|Unknown arguments(?: from config file)?): ([^\n]*)"), "trl", "config"),
-    (re.compile(r"remaining_argv: (\[[^\n]*)"), "ms-swift", "cli"),
-)
-
-
 def refused_settings_in(text: str, versions: dict[str, str]) -> tuple[str, ...]:
     """For each setting a log shows refused: the release that removed or renamed it and what replaced it."""
     from grpo_compat.settings.history import load
     from grpo_compat.settings.installed import refused_names
 
     found: list[str] = []
-    for pattern, package, context in _REFUSED_SETTING:
+    for pattern, package, context in REFUSED_SETTING:
         for match in pattern.finditer(text):
             names = re.findall(r"--([A-Za-z_][\w-]*)", match.group(1)) or [match.group(1)]
             version = versions.get(package) or load(package).releases[-1]

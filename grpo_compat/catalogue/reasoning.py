@@ -26,6 +26,7 @@ Imports no upstream library: installed code is read as text (``_installed_source
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib.util
 import re
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,7 @@ CLASSES = (
     "import-failed",
     "platform",
     "native-build",
+    "setting-refused",
     "keyword-not-accepted",
     "signature-mismatch",
     "missing-package",
@@ -881,6 +883,125 @@ def _native_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Fin
     return found
 
 
+# The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
+REFUSED_SETTING = (
+    (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
+    # \b: a leading \w* alone is retried from every character of a long line (quadratic).
+    (re.compile(r"\b\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
+    (re.compile(r"(?:unrecognized arguments|Unknown arguments(?: from config file)?): ([^\n]*)"), "trl", "config"),
+    (re.compile(r"remaining_argv: (\[[^\n]*)"), "ms-swift", "cli"),
+)
+_OTHER_PACKAGE = {"trl": "ms-swift", "ms-swift": "trl"}
+
+
+def _setting_spans_text(spans: list[list]) -> str:
+    return _spans_text([(first, last) for first, last, _ in spans])
+
+
+def _refused_setting(key: str, package: str, context: str, version: str | None, evidence: str) -> Finding | None:
+    """A setting the run's trl / ms-swift refused, reasoned over every release of grpo_compat's settings history:
+    never a setting of that package, new in a later release, or removed (and what replaced it); the run's version
+    adds which release, and decides where the releases alone do not."""
+    from grpo_compat.settings.drift import problems
+    from grpo_compat.settings.history import load
+    from grpo_compat.settings.installed import refused_names
+
+    history = load(package)
+    spans = history.spans(key)
+    first, newest = history.releases[0], history.releases[-1]
+    other = _OTHER_PACKAGE[package]
+    other_spans = load(other).spans(key)
+    elsewhere = f"; it is a setting of {other} ({other} {_setting_spans_text(other_spans)})" if other_spans else ""
+    common = {"package": package, "data": f"grpo_compat's settings history of {package}", "version": version}
+    run = f"{package} {version}" if version else f"the run's {package} (no version in the log)"
+    if not spans:
+        if key in _training_arguments_ever() or (
+            version and history.nearest(version) and not refused_names([key], package, version, context)
+        ):
+            return None  # a field inherited from transformers' TrainingArguments: which release lacks it is not known
+        names = sorted({name for name, _ in history.settings.items()})
+        close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+        return Finding(
+            "setting-refused",
+            key,
+            True,
+            f"no {package} release from {first} to {newest} takes `{key}`{elsewhere}: {run} refused it.",
+            f"remove `{key}`" + (f" (the nearest {package} settings by name: {', '.join(close)})" if close else ""),
+            evidence,
+            **common,
+        )
+    if version and history.nearest(version):
+        (problem,) = problems([key], package, version, set()) or (None,)
+        if problem is None or problem.kind == "unknown":
+            return None
+        fix = (
+            f"set `{problem.replacement}` instead"
+            if problem.replacement
+            else f"upgrade {package} to {problem.release}"
+            if problem.kind == "newer"
+            else f"remove `{key}`, or pip install '{package}<{problem.release}'"
+        )
+        return Finding("setting-refused", key, True, problem.message + elsewhere[1:], fix, evidence, **common)
+    if len(spans) == 1 and spans[0][1] == newest:
+        return Finding(
+            "setting-refused",
+            key,
+            True,
+            f"`{key}` is a {package} setting from {spans[0][0]} on: {run} is older.",
+            f"pip install '{package}>={spans[0][0]}', or remove `{key}`",
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(spans) == 1 and spans[0][0] == first:
+        (problem,) = problems([key], package, newest, set())
+        return Finding(
+            "setting-refused",
+            key,
+            True,
+            f"{package} took `{key}` in {first}-{spans[0][1]} only: {run} is newer. {problem.message}",
+            f"set `{problem.replacement}` instead" if problem.replacement else f"remove `{key}`",
+            evidence,
+            remedy="pin",
+            **common,
+        )
+    return Finding(
+        "setting-refused",
+        key,
+        False,
+        f"{package} takes `{key}` in {_setting_spans_text(spans)} only{elsewhere}: {run} is another release.",
+        f"install a {package} release that takes `{key}`, or remove it",
+        evidence,
+        **common,
+    )
+
+
+@cache
+def _training_arguments_ever() -> frozenset[str]:
+    """Every field transformers' Seq2SeqTrainingArguments had in any release (trl's configs and ms-swift's arguments
+    inherit them; grpo_compat's settings histories hold only trl's and ms-swift's own)."""
+    history = _history("transformers")
+    if history is None:
+        return frozenset()
+    spans = history._data["fields"].get("transformers.training_args_seq2seq.Seq2SeqTrainingArguments", [])
+    return frozenset(name for _, _, fields in spans for name in fields)
+
+
+def _settings_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+    found: list[tuple[int, Finding]] = []
+    for pattern, package, context in REFUSED_SETTING:
+        if context == "python" and package == "trl":
+            continue  # GRPOConfig's keywords: _keyword reasons over the config and its trainer
+        literal = {"python": "unexpected keyword", "config": "rguments", "cli": "remaining_argv"}[context]
+        for m in _matches(pattern, text, literal):
+            names = re.findall(r"--([A-Za-z_][\w-]*)", m.group(1)) or [m.group(1)]
+            for key in dict.fromkeys(name.replace("-", "_") for name in names):
+                finding = _refused_setting(key, package, context, versions.get(package), _line(text, m.start()))
+                if finding is not None:
+                    found.append((m.start(), finding))
+    return found
+
+
 def _arity(m: re.Match, text: str, versions: dict[str, str]) -> Finding | None:
     """``Owner.method() takes N positional arguments but M were given``: an override and its caller from releases
     that do not match (trl's GRPOTrainer._get_train_sampler and transformers 4.52's Trainer, the census's row 15)."""
@@ -1256,7 +1377,8 @@ class Reasoning:
 
 def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
-    found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _metric_findings(text)
+    found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
+    found += _metric_findings(text)
     found.sort(key=lambda item: -item[0])
     ordered: list[Finding] = []
     for _, finding in found:
