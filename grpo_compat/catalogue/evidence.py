@@ -54,6 +54,7 @@ class Frame:
     function: str | None
     distribution: str | None  # whose code the frame runs; None for the user's own code
     module: str | None  # the dotted module of an installed file (trl.trainer.grpo_trainer)
+    source: str | None = None  # the line of code the traceback prints under the frame
 
 
 @dataclass(frozen=True)
@@ -104,16 +105,21 @@ def distribution_of_path(path: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def frames_in(text: str, start: int, end: int) -> tuple[Frame, ...]:
-    """The frames of the traceback that ends at ``end``: those after the last traceback head before it."""
-    head = text.rfind(TRACEBACK_HEAD, start, end)
+def frames_in(text: str, start: int, end: int, chained: bool = False) -> tuple[Frame, ...]:
+    """The frames of the traceback that ends at ``end``: those after the last traceback head before it (with
+    ``chained``, every frame from ``start``: the tracebacks a worker's error was re-raised through too)."""
+    head = -1 if chained else text.rfind(TRACEBACK_HEAD, start, end)
     frames = []
     for m in FRAME.finditer(text, head if head != -1 else start, end):
         path = m.group("path") or m.group("ipath") or m.group("npath") or ""
         line = m.group("line") or m.group("iline")
         function = m.group("function") or m.group("ifunction") or m.group("nfunction")
         distribution, module = distribution_of_path(path)
-        frames.append(Frame(path, int(line) if line else None, function, distribution, module))
+        line_end = text.find("\n", m.end())
+        next_end = text.find("\n", line_end + 1) if line_end != -1 else -1
+        below = text[line_end + 1 : next_end if next_end != -1 else len(text)] if line_end != -1 else ""
+        source = below.strip() if below.startswith((" ", "\t")) and not FRAME.match(below.strip()) else None
+        frames.append(Frame(path, int(line) if line else None, function, distribution, module, source))
     return tuple(frames)
 
 
@@ -165,6 +171,6 @@ def read_evidence(text: str) -> Evidence:
     return evidence
 
 
-def frames_before(text: str, position: int) -> tuple[Frame, ...]:
+def frames_before(text: str, position: int, chained: bool = False) -> tuple[Frame, ...]:
     """The frames of the traceback just above ``position`` (the error line a reasoner matched)."""
-    return frames_in(text, max(0, position - 20_000), position)
+    return frames_in(text, max(0, position - 20_000), position, chained)

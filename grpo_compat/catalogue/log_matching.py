@@ -347,10 +347,11 @@ def explain(
     if any(finding.confident for finding in explanation.reasoned):
         # Not the answer: a record whose versions do not fit, or a generic one (no windows) whose line a
         # reasoned finding explains (the removed-setting record on a keyword that belongs to another class).
-        explained = {finding.evidence for finding in explanation.reasoned if finding.confident}
+        explained = [finding.evidence for finding in explanation.reasoned if finding.confident]
         explanation.matches = [
             replace(match, superseded=True)
-            if not match.expected_here or (not match.failure.affects and match.evidence in explained)
+            if not match.expected_here
+            or (not match.failure.affects and any(match.evidence in line for line in explained))
             else match
             for match in explanation.matches
         ]

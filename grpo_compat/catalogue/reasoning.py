@@ -275,7 +275,9 @@ _ATTR_OBJECT_QUOTED = re.compile(r"'(?P<owner>\w+)' (?:object )?has no attribute
 _UNEXPECTED_KEYWORD = re.compile(
     r"(?P<callable>[\w.]+)\(\) got (?:an )?unexpected keyword (?:argument )?'(?P<name>\w+)'"
 )
-_MISSING_ARGUMENT = re.compile(r"(?P<callable>[\w.]+)\(\) missing \d+ required positional arguments?: '(?P<name>\w+)'")
+_MISSING_ARGUMENT = re.compile(
+    r"(?P<callable>[\w.]+)\(\) missing \d+ required (?:positional|keyword-only) arguments?: '(?P<name>\w+)'"
+)
 _ARITY = re.compile(
     r"(?P<callable>[\w.]+)\(\) takes (?P<takes>\d+) positional arguments? but (?P<given>\d+) (?:were|was) given"
 )
@@ -727,10 +729,14 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
             found.append((m.start(), finding))
     for m in _matches(_UNEXPECTED_KEYWORD, text, "unexpected keyword"):
         finding = _keyword(m.group("callable"), m.group("name"), _line(text, m.start()), versions)
+        if finding is None:
+            finding = _call_over_releases(m.group("callable"), "keyword", m.group("name"), text, m.start(), versions)
         if finding is not None:
             found.append((m.start(), finding))
     for m in _matches(_ARITY, text, "positional argument"):
-        finding = _arity(m, text, versions)
+        finding = _arity(m, text, versions) or _call_over_releases(
+            m.group("callable"), "positional", m.group("given"), text, m.start(), versions
+        )
         if finding is not None:
             found.append((m.start(), finding))
     for m in _matches(_MISSING_ARGUMENT, text, "required positional argument"):
@@ -741,6 +747,10 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                     _reward_contract(m.group("callable"), m.group("name"), _line(text, m.start()), missing=True),
                 )
             )
+        else:
+            finding = _call_over_releases(m.group("callable"), "missing", m.group("name"), text, m.start(), versions)
+            if finding is not None:
+                found.append((m.start(), finding))
     for m in _matches(_NAME_ERROR, text, "is not defined"):
         finding = _name_error(m.group("name"), _line(text, m.start()), text, m.start(), versions)
         if finding is not None:
@@ -881,6 +891,157 @@ def _native_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Fin
             )
         )
     return found
+
+
+# The histories a call's callee is looked up in: the GRPO stack's, cheapest first (each loads in well under 1 s).
+_CALLEE_HISTORIES = ("trl", "transformers", "accelerate", "peft", "vllm", "ms-swift")
+
+
+def _definitions(callable_name: str) -> list[tuple[str, str, str]]:
+    """(distribution, qualname, the name found) of every function or method the histories define under
+    ``callable_name``; a subclass's name from another project (``UnslothGRPOTrainer.create_model_card``) reads as the
+    class it ends with."""
+    parts = callable_name.removesuffix(".__init__").split(".")
+    tail = ".".join(parts[-2:]) if len(parts) > 1 else parts[0]
+    cls, _, method = tail.rpartition(".")
+    tails = [tail]
+    if cls:  # UnslothGRPOTrainer -> GRPOTrainer, Trainer: the upstream classes a subclass's name ends with
+        tails += [f"{cls[i:]}.{method}" for i in range(1, len(cls)) if cls[i].isupper()]
+    if callable_name.endswith(".__init__"):
+        tails = [f"{t}.__init__" for t in tails]
+    for candidate in tails:
+        found = []
+        for distribution in _CALLEE_HISTORIES:
+            history = _history(distribution)
+            if history is None:
+                continue
+            lookup = candidate.removesuffix(".__init__")
+            for module, _, _ in history.where(lookup):
+                qualname = f"{module}.{candidate}"
+                if history.signature_spans(qualname) and (distribution, qualname, candidate) not in found:
+                    found.append((distribution, qualname, candidate))
+        if found:
+            return found
+    return []
+
+
+def _binds(signature, kind: str, detail: str, positional: int | None) -> bool:
+    if kind == "keyword":
+        return any(p.name == detail or p.kind == "VAR_KEYWORD" for p in signature.parameters)
+    return signature.accepts(positional, ()) is None
+
+
+def _call_over_releases(
+    callable_name: str, kind: str, detail: str, text: str, position: int, versions: dict[str, str]
+) -> Finding | None:
+    """A call that does not bind (an unexpected keyword, too many positional arguments, missing ones) to an upstream
+    function or method the histories hold: the releases whose signature takes the call, the caller's distribution
+    (the frame that made the call), and from those which release the caller was written for."""
+    definitions = _definitions(callable_name)
+    frames = frames_before(text, position)
+    running = {frame.distribution for frame in frames_before(text, position, chained=True)}
+    in_traceback = [d for d in definitions if d[0] in running]
+    definitions = in_traceback or definitions  # the distributions whose code the traceback runs, where one is
+    if len({distribution for distribution, _, _ in definitions}) == 1:
+        definitions = definitions[:1]  # one distribution: its definition and re-exports share one signature history
+    if len(definitions) != 1:
+        return None  # not an upstream function of the histories, or defined in several places: no one answer
+    ((distribution, qualname, name),) = definitions
+    history = _history(distribution)
+    spans = history.signature_spans(qualname)
+    positional = None
+    if kind == "positional":
+        positional = int(detail)
+    elif kind == "missing":  # the call filled the parameters before the first one reported missing
+        names = [p.name for p in spans[-1][2].parameters]
+        if detail not in names:
+            return None
+        positional = names.index(detail)
+    fits = [(first, last) for first, last, signature in spans if _binds(signature, kind, detail, positional)]
+    caller = frames[-1].distribution if frames else None
+    caller_text = f"{caller}'s code" if caller else "the calling script"
+    function = name.rsplit(".", 1)[-1]
+    if frames and frames[-1].source and function not in frames[-1].source:  # called back under another name
+        caller_text = f"the code that handed {function} over as a callback (called by {caller or 'the script'})"
+        caller = None
+    evidence = _line(text, position)
+    common = {"package": distribution, "importer": caller, "callable": name, "data": "API histories"}
+    version = versions.get(distribution)
+    what = {"keyword": f"the keyword '{detail}'", "positional": f"{detail} positional arguments"}.get(
+        kind, f"a call without '{detail}'"
+    )
+    if not fits:
+        return Finding(
+            "signature-mismatch",
+            name,
+            False,
+            f"no {distribution} release from {spans[0][0]} to {spans[-1][1]} defines {name} to take {what}: "
+            f"{caller_text} was written for another {distribution} (or another function of that name).",
+            f"check which {distribution} {caller or 'the script'} was written for",
+            evidence,
+            **common,
+        )
+    takes = f"{name} takes {what} in {distribution} {_spans_text(fits)} only"
+    newest, oldest = history.newest, history.releases[0]
+    at = history.nearest(version) if version else None
+    if at:
+        later = [first for first, _ in fits if release(first) > release(at)]
+        earlier = [last for _, last in fits if release(last) < release(at)]
+        if later and not earlier:
+            return Finding(
+                "signature-mismatch",
+                name,
+                True,
+                f"{takes}: {distribution} {version} is older than {caller_text} expects.",
+                f"pip install '{distribution}>={later[0]}'",
+                evidence,
+                remedy="upgrade",
+                version=version,
+                **common,
+            )
+        if earlier and not later:
+            return Finding(
+                "signature-mismatch",
+                name,
+                True,
+                f"{takes}: {caller_text} was written for those, and {distribution} {version} is newer.",
+                f"pip install '{distribution}<={earlier[-1]}'" + (f", or upgrade {caller}" if caller else ""),
+                evidence,
+                remedy="upgrade-importer" if caller else "pin",
+                version=version,
+                **common,
+            )
+    if len(fits) == 1 and fits[0][1] == newest and fits[0][0] != oldest:
+        return Finding(
+            "signature-mismatch",
+            name,
+            True,
+            f"{takes}: the run's {distribution} (no version in the log) is older than {caller_text} expects.",
+            f"pip install '{distribution}>={fits[0][0]}'",
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(fits) == 1 and fits[0][0] == oldest and fits[0][1] != newest:
+        return Finding(
+            "signature-mismatch",
+            name,
+            True,
+            f"{takes}: {caller_text} was written for those; the run's {distribution} (no version in the log) is newer.",
+            f"pip install '{distribution}<={fits[0][1]}'" + (f", or upgrade {caller}" if caller else ""),
+            evidence,
+            remedy="upgrade-importer" if caller else "pin",
+            **common,
+        )
+    return Finding(
+        "signature-mismatch",
+        name,
+        False,
+        f"{takes}: {caller_text} was written for one of those.",
+        f"install the {distribution} release {caller or 'the script'} was written for ({_spans_text(fits)})",
+        evidence,
+        **common,
+    )
 
 
 # The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
