@@ -123,7 +123,16 @@ def frames_in(text: str, start: int, end: int, chained: bool = False) -> tuple[F
     return tuple(frames)
 
 
-_SETTING_VALUE = re.compile(r"(?:--|\b)(?P<name>[a-z][a-z0-9_]{2,})(?:=| )(?P<value>[^\s,)'\"]+)")
+# A setting and its value as logs show them: `--name value` / `--name=value` (a launch), `name=value` (a repr or a
+# call), `'name': value` (a config dict), `name: value` (YAML).
+_VALUE = r"""(?:'[^'\n]*'|"[^"\n]*"|-?[\w.+-]+)"""
+_SETTING_VALUE = re.compile(
+    rf"""--(?P<cli>[a-z][a-z0-9_]{{2,}})[ =](?P<cli_value>{_VALUE})"""
+    rf"""|\b(?P<kw>[a-z][a-z0-9_]{{2,}})=(?P<kw_value>{_VALUE})"""
+    rf"""|['"](?P<key>[a-z][a-z0-9_]{{2,}})['"]:\s*(?P<key_value>{_VALUE})"""
+    rf"""|^\s*(?P<yaml>[a-z][a-z0-9_]{{2,}}):[ \t]+(?P<yaml_value>{_VALUE})[ \t]*$""",
+    re.M,
+)
 _LAUNCH = re.compile(
     r"^[$#>]?\s*(?P<command>(?:(?:CUDA_VISIBLE_DEVICES|NPROC_PER_NODE|ASCEND_RT_VISIBLE_DEVICES)=\S+\s+)*"
     r"(?:accelerate launch|torchrun|deepspeed|swift rlhf|swift sft|trl grpo|python3? -m|python3?)\s[^\n]*)$",
@@ -143,7 +152,8 @@ class Evidence:
         """``name=value`` / ``--name value`` pairs the log shows (a config dump, a launch command), first wins."""
         shown: dict[str, str] = {}
         for m in _SETTING_VALUE.finditer(self.text[-200_000:]):
-            shown.setdefault(m.group("name"), m.group("value"))
+            kind = next(kind for kind in ("cli", "kw", "key", "yaml") if m.group(kind))
+            shown.setdefault(m.group(kind), m.group(f"{kind}_value").strip("'\""))
         return shown
 
     def error_at(self, position: int) -> RaisedError | None:

@@ -53,6 +53,7 @@ CLASSES = (
     "platform",
     "native-build",
     "setting-refused",
+    "upstream-check",
     "keyword-not-accepted",
     "signature-mismatch",
     "missing-package",
@@ -1044,6 +1045,150 @@ def _call_over_releases(
     )
 
 
+# --- raise sites: an upstream check that failed, and the settings its condition reads ------------------------
+
+_CHECKED_BY = ("trl", "ms-swift", "transformers", "accelerate", "peft")
+_RAISE_TYPES = ("ValueError", "AssertionError", "TypeError", "NotImplementedError", "RuntimeError")
+_OPERATION_ON_A_VALUE = re.compile(r"NoneType|unsupported operand|not supported between|not iterable|not subscriptable")
+_NOT_SETTINGS = frozenset({"self", "args", "len", "isinstance", "int", "float", "str", "None", "kwargs", "config"})
+
+
+def _known_settings() -> frozenset[str]:
+    from grpo_compat.settings.history import load
+
+    return frozenset(load("trl").settings) | frozenset(load("ms-swift").settings) | _training_arguments_ever()
+
+
+def _condition_of_raise(module: str, function: str, error_type: str, message: str) -> str | None:
+    """The condition under which ``function`` of the installed ``module`` raises this error with this message: the
+    test of the ``if`` around the matching ``raise``, or the ``assert``'s own test. None when the source is not here
+    or no raise there produces the message."""
+    tree = _installed_source(module)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != function:
+            continue
+        parents = {child: parent for parent in ast.walk(node) for child in ast.iter_child_nodes(parent)}
+        for statement in ast.walk(node):
+            if isinstance(statement, ast.Assert) and error_type == "AssertionError":
+                constants = (
+                    [c.value for c in ast.walk(statement.msg) if isinstance(c, ast.Constant)] if statement.msg else []
+                )
+                if all(str(c).strip() in message for c in constants if str(c).strip()):
+                    return ast.unparse(statement.test)
+            if isinstance(statement, ast.Raise) and statement.exc is not None:
+                raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+                if not (isinstance(raised, ast.Name) and raised.id == error_type):
+                    continue
+                constants = [
+                    str(c.value).strip()
+                    for c in ast.walk(statement.exc)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and len(str(c.value).strip()) > 3
+                ]
+                if not constants or not all(c in message for c in constants):
+                    continue
+                parent = parents.get(statement)
+                while parent is not None and not isinstance(parent, ast.If):
+                    parent = parents.get(parent)
+                if parent is not None:
+                    return ast.unparse(parent.test)
+    return None
+
+
+def _condition_in_source_line(source: str, error_type: str) -> str | None:
+    """The condition a traceback's printed line shows: an ``assert``'s test, an ``if``'s, or (a TypeError of an
+    operation on None) the expression itself."""
+    line = source.strip().rstrip(":")
+    for keyword in ("assert ", "if ", "elif ", "while "):
+        if line.startswith(keyword):
+            line = line[len(keyword) :]
+            break
+    else:
+        if error_type != "TypeError":
+            return None
+    try:
+        tree = ast.parse(line, mode="exec")
+    except SyntaxError:
+        return None
+    body = tree.body[0] if tree.body else None
+    if isinstance(body, ast.Expr):
+        test = body.value
+        if isinstance(test, ast.Tuple) and test.elts:  # assert test, message
+            test = test.elts[0]
+        return ast.unparse(test)
+    if isinstance(body, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and body.value is not None:
+        return ast.unparse(body.value)
+    return None
+
+
+def _raise_site_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+    """For a check upstream code raised (trl, ms-swift, transformers, accelerate, peft): the condition it tested,
+    read from the installed release's function or from the line the traceback prints, and the settings that
+    condition reads, with the values the log shows for them."""
+    from grpo_compat.catalogue.evidence import read_evidence
+
+    evidence = read_evidence(text[-200_000:])
+    shown = evidence.settings_shown()
+    settings = _known_settings()
+    found: list[tuple[int, Finding]] = []
+    for error in evidence.errors[-3:]:  # the errors that ended the run
+        frame = error.frames[-1] if error.frames else None
+        if error.type not in _RAISE_TYPES or frame is None or frame.distribution not in _CHECKED_BY:
+            continue
+        if error.type == "TypeError" and not _OPERATION_ON_A_VALUE.search(error.message):
+            continue  # a call that does not bind: the signature reasoners' class, not a check
+        condition, data = None, "the line the traceback prints"
+        if frame.module and frame.function:
+            condition = _condition_of_raise(frame.module, frame.function, error.type, error.message)
+            installed = _installed_version(frame.distribution)
+            data = f"the installed {frame.distribution} {installed}'s {frame.function}" if condition else data
+        if condition is None and frame.source:
+            condition = _condition_in_source_line(frame.source, error.type)
+        if condition is None:
+            continue
+        try:
+            names = [
+                n.attr if isinstance(n, ast.Attribute) else n.id
+                for n in ast.walk(ast.parse(condition))
+                if isinstance(n, (ast.Attribute, ast.Name))
+            ]
+        except SyntaxError:
+            continue
+        read = [n for n in dict.fromkeys(names) if n not in _NOT_SETTINGS]
+        read = [n for n in read if n in settings or n in shown]
+        if not read:
+            continue
+        values = ", ".join(f"{n}={shown[n]}" for n in read if n in shown)
+        where = f"{frame.distribution}'s {frame.function or 'code'}"
+        found.append(
+            (
+                error.position,
+                Finding(
+                    "upstream-check",
+                    read[0],
+                    bool(values),
+                    f"{where} raised {error.type} "
+                    + (
+                        f"as its assertion `{condition}` failed"
+                        if error.type == "AssertionError"
+                        else f"on `{condition}`"
+                        if frame.source and condition == _condition_in_source_line(frame.source, error.type)
+                        else f"because `{condition}` held"
+                    )
+                    + f": the settings it reads are {', '.join(read)}"
+                    + (f"; the log shows {values}." if values else " (the log shows none of their values)."),
+                    f"set {', '.join(read)} so that the check passes (the message says what it expects)",
+                    error.line,
+                    package=frame.distribution,
+                    callable=frame.function,
+                    data=data,
+                ),
+            )
+        )
+    return found
+
+
 # The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
 REFUSED_SETTING = (
     (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
@@ -1539,7 +1684,7 @@ class Reasoning:
 def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
     found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
-    found += _metric_findings(text)
+    found += _raise_site_findings(text, versions) + _metric_findings(text)
     found.sort(key=lambda item: -item[0])
     ordered: list[Finding] = []
     for _, finding in found:
