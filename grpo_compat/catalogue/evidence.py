@@ -71,6 +71,31 @@ class RaisedError:
         innermost = self.frames[-1] if self.frames else None
         return innermost.distribution if innermost else None
 
+    def whose_code(self, versions: dict[str, str], callee: str | None = None) -> str:
+        """ "raised in trl 0.16.1's code (grpo_trainer.py, _get_train_sampler), called from transformers 4.52.4's:
+        the transformers / trl release pair is in question" (empty when no frame is in an install). With ``callee``
+        (a call that did not bind), the innermost frame made the call into the callee's code."""
+        raiser = self.raised_by
+        frame = self.frames[-1] if self.frames else None
+        if frame is None or (raiser is None and callee is None):
+            return ""
+        file = frame.path.replace("\\", "/").rsplit("/", 1)[-1]
+        where = f"{file}, {frame.function}" if frame.function else file
+
+        def named(distribution: str | None) -> str:
+            if distribution is None:
+                return "the script"
+            return f"{distribution} {versions[distribution]}" if distribution in versions else distribution
+
+        if callee is not None and callee != raiser:
+            text = f"the call in {named(raiser)}'s code ({where}) into {named(callee)}'s"
+            return text + (f": the {raiser} / {callee} release pair is in question" if raiser else "")
+        caller = self.called_by
+        text = f"raised in {named(raiser)}'s code ({where}), called from {named(caller)}"
+        if caller is None:
+            return text
+        return text + f"'s: the {caller} / {raiser} release pair is in question"
+
     @property
     def called_by(self) -> str | None:
         """The distribution whose code called into the raiser's: the nearest outer frame of another distribution."""

@@ -404,6 +404,12 @@ def rank(explanation: Explanation) -> Explanation:
             continue  # silence beats a wrong answer
         if finding.confident and not finding.evidence.strip():
             finding = replace(finding, confident=False)
+        error = evidence and next((e for e in evidence.errors if e.line and e.line in finding.evidence), None)
+        binding = finding.cls in ("signature-mismatch", "keyword-not-accepted")
+        # A call that did not bind names its caller from the innermost frame; a callback's invoker is not its caller.
+        if error and not finding.code and (not binding or finding.importer == error.raised_by):
+            callee = finding.package if binding else None
+            finding = replace(finding, code=error.whose_code(explanation.versions, callee))
         kept.append(finding)
     kept.sort(key=lambda f: not f.confident)  # stable: the last error first within each certainty
     explanation.reasoned = kept
@@ -453,6 +459,7 @@ def _reasoned_lines(findings: list[Finding], width: int) -> list[str]:
         lines += [f"  ({number}) {finding.certainty}: {finding.cls}: {finding.name} ({certainty})"]
         for label, value in (
             ("seen", finding.evidence),
+            ("code", finding.code),
             ("why", finding.cause),
             ("change", finding.fix),
             ("read from", finding.data),

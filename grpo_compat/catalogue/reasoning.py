@@ -82,6 +82,7 @@ class Finding:
     data: str = ""  # what the conclusion was read from: "API histories", "the installed trl 1.16.0", "the log"
     module: str | None = None  # the module a missing name was looked up in
     version: str | None = None  # the release of ``package`` the finding states a fact about
+    code: str = ""  # whose code raised, whose called it, and which release pair is in question (the frames)
 
     @property
     def certainty(self) -> str:
