@@ -1201,6 +1201,18 @@ REFUSED_SETTING = (
 _OTHER_PACKAGE = {"trl": "ms-swift", "ms-swift": "trl"}
 
 
+def _merged(releases: list[str], spans: list[list]) -> list[list]:
+    """Spans of consecutive releases joined where a setting only changed its type or default between them."""
+    index = {version: i for i, version in enumerate(releases)}
+    merged: list[list] = []
+    for first, last, entry in spans:
+        if merged and index[first] == index[merged[-1][1]] + 1:
+            merged[-1] = [merged[-1][0], last, entry]
+        else:
+            merged.append([first, last, entry])
+    return merged
+
+
 def _setting_spans_text(spans: list[list]) -> str:
     return _spans_text([(first, last) for first, last, _ in spans])
 
@@ -1213,8 +1225,10 @@ def _refused_setting(key: str, package: str, context: str, version: str | None, 
     from grpo_compat.settings.history import load
     from grpo_compat.settings.installed import refused_names
 
+    if key in _training_arguments_ever():
+        return None  # a field trl and ms-swift inherit from transformers: which transformers lacks it is not here
     history = load(package)
-    spans = history.spans(key)
+    spans = _merged(history.releases, history.spans(key))
     first, newest = history.releases[0], history.releases[-1]
     other = _OTHER_PACKAGE[package]
     other_spans = load(other).spans(key)
@@ -1222,10 +1236,8 @@ def _refused_setting(key: str, package: str, context: str, version: str | None, 
     common = {"package": package, "data": f"grpo_compat's settings history of {package}", "version": version}
     run = f"{package} {version}" if version else f"the run's {package} (no version in the log)"
     if not spans:
-        if key in _training_arguments_ever() or (
-            version and history.nearest(version) and not refused_names([key], package, version, context)
-        ):
-            return None  # a field inherited from transformers' TrainingArguments: which release lacks it is not known
+        if version and history.nearest(version) and not refused_names([key], package, version, context):
+            return None  # the release takes it after all: not the cause
         names = sorted({name for name, _ in history.settings.items()})
         close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
         return Finding(
