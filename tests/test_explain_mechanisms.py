@@ -339,3 +339,29 @@ ValueError: generation_batch_size (4) must be divisible by num_generations (3).
     assert "`self.generation_batch_size % self.num_generations != 0`" in finding.cause
     assert "generation_batch_size, num_generations" in finding.cause and "num_generations=3" in finding.cause
     assert re.match(r"the installed trl [\d.]+'s __post_init__", finding.data)
+
+
+# --- an error inside a package that runs its own copy of upstream code --------------------------------------------
+
+
+def test_an_error_inside_unsloths_compiled_trainer_is_offered_as_an_unsloth_release_skew():
+    log = """Unsloth 2025.3.19: Fast Qwen2 patching. Transformers: 4.51.3. vLLM: 0.8.4.
+Traceback (most recent call last):
+  File "/content/train.py", line 60, in <module>
+    trainer.train()
+  File "/usr/local/lib/python3.11/dist-packages/transformers/trainer.py", line 2245, in train
+    return inner_training_loop(
+  File "/content/unsloth_compiled_cache/UnslothGRPOTrainer.py", line 1721, in _prepare_inputs
+    prompt_inputs = super()._prepare_inputs(prompt_inputs)
+RuntimeError: shape '[1, 4]' is invalid for input of size 8
+"""
+    explanation = explain(log, installed={})
+    finding = explanation.answer()
+    assert (finding.cls, finding.package, finding.importer, finding.certainty) == (
+        "version-skew",
+        "unsloth",
+        "transformers",
+        "offered",
+    )
+    assert "unsloth 2025.3.19" in finding.cause and "pip install --upgrade unsloth unsloth_zoo" in finding.fix
+    assert "raised in unsloth 2025.3.19's code (UnslothGRPOTrainer.py, _prepare_inputs)" in finding.code

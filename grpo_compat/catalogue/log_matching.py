@@ -118,6 +118,7 @@ class Explanation:
     vllm_pair: dict | None = None  # the run's vLLM against the versions its trl declares (vllm_pair_in)
     reasoned: list[Finding] = field(default_factory=list)  # general classes reasoned from the error (reasoning.py)
     evidence: Evidence | None = None  # the log read once (evidence.py)
+    reasoning_versions: dict[str, str] = field(default_factory=dict)  # every version reasoning used (any package)
 
     @property
     def nothing_wrong(self) -> bool:
@@ -328,6 +329,7 @@ def explain(
     every.weak = stated.weak - set(given or {}) - set(here)
     every.trusted = frozenset(given or {}) | (frozenset(here) - frozenset(stated))
     explanation.reasoned = reason(tail, every, explanation.vllm_pair).findings
+    explanation.reasoning_versions = every
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None
     for failure in load_failures():
@@ -409,7 +411,8 @@ def rank(explanation: Explanation) -> Explanation:
         # A call that did not bind names its caller from the innermost frame; a callback's invoker is not its caller.
         if error and not finding.code and (not binding or finding.importer == error.raised_by):
             callee = finding.package if binding else None
-            finding = replace(finding, code=error.whose_code(explanation.versions, callee))
+            versions = explanation.reasoning_versions  # never this machine's for another machine's log
+            finding = replace(finding, code=error.whose_code(versions, callee))
         kept.append(finding)
     kept.sort(key=lambda f: not f.confident)  # stable: the last error first within each certainty
     explanation.reasoned = kept

@@ -54,6 +54,7 @@ CLASSES = (
     "native-build",
     "setting-refused",
     "upstream-check",
+    "version-skew",
     "keyword-not-accepted",
     "signature-mismatch",
     "missing-package",
@@ -1190,6 +1191,51 @@ def _raise_site_findings(text: str, versions: dict[str, str]) -> list[tuple[int,
     return found
 
 
+# --- whose code raised: a package that patches or copies another's code ------------------------------------------
+
+# Packages that run their own copies or patches of trl's / transformers' / vLLM's code (unsloth compiles a copy of
+# trl's trainers into unsloth_compiled_cache/), released in step with each other and with the releases they copy.
+_COPIES_UPSTREAM = {"unsloth": ("unsloth", "unsloth_zoo"), "unsloth-zoo": ("unsloth", "unsloth_zoo")}
+
+
+def _raised_in_a_copy(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+    """An error raised inside a package that runs its own copy of upstream code, which grpo_compat has no histories
+    of: offered as a skew between that package's releases and the upstream ones it copies."""
+    from grpo_compat.catalogue.evidence import read_evidence
+
+    errors = read_evidence(text[-200_000:]).errors
+    error = errors[-1] if errors else None
+    if error is None or error.raised_by not in _COPIES_UPSTREAM:
+        return []
+    together = _COPIES_UPSTREAM[error.raised_by]
+    upstream = sorted(
+        {f.distribution for f in error.frames if f.distribution in ("trl", "transformers", "vllm", "peft")}
+    )
+    stated = ", ".join(f"{name} {versions[name]}" for name in (*together, *upstream) if name in versions)
+    frame = error.frames[-1]
+    where = frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+    copied = ", ".join(upstream) or "trl, transformers and vLLM"
+    return [
+        (
+            error.position,
+            Finding(
+                "version-skew",
+                error.raised_by,
+                False,
+                f"the error is raised inside {error.raised_by}'s code ({where}), which runs its own copies and patches "
+                f"of {copied}: a {' / '.join(together)} release that does not match the installed upstream releases "
+                "(or each other) is the usual cause" + (f" ({stated})." if stated else "."),
+                f"pip install --upgrade {' '.join(together)} (together: they are released in step), and clear "
+                "unsloth_compiled_cache/; or install the trl / vLLM releases that unsloth release supports",
+                error.line,
+                package=error.raised_by,
+                importer=error.called_by,
+                data="the traceback's frames",
+            ),
+        )
+    ]
+
+
 # The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
 REFUSED_SETTING = (
     (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
@@ -1673,10 +1719,11 @@ def _metric_findings(text: str) -> list[tuple[int, Finding]]:
                     "expected-zero-loss",
                     "loss",
                     True,
-                    "not a failure: with one iteration per generation (num_iterations=1) the ratio is 1 and the "
+                    "the loss itself is expected: with one iteration per generation (num_iterations=1) the ratio is "
+                    "1 and the "
                     "advantages "
                     "sum to zero in each group, so the logged loss is ~0 while its gradient is not (grad_norm > 0).",
-                    "nothing to fix; watch reward, not loss (beta > 0 adds a visible KL term)",
+                    "the loss needs no change; judge learning by reward, not loss (beta > 0 adds a visible KL term)",
                     evidence,
                     data="the log's metrics",
                 ),
@@ -1697,7 +1744,10 @@ class Reasoning:
 def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
     found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
-    found += _raise_site_findings(text, versions) + _metric_findings(text)
+    found += _raise_site_findings(text, versions)
+    if not found:  # the weakest reading of an error, only where nothing else explains it
+        found += _raised_in_a_copy(text, versions)
+    found += _metric_findings(text)
     found.sort(key=lambda item: -item[0])
     ordered: list[Finding] = []
     for _, finding in found:
