@@ -136,10 +136,15 @@ _MACOS = re.compile(r"/Users/[^/\s]+/|darwin|\.dylib\b|\bmacOS\b")
 _LINUX = re.compile(r"/(?:usr|home|opt|root|workspace|content)/|\blinux\b|\.so\b")
 
 
+PLATFORM_SPAN = 200_000
+
+
 def platform_of(text: str) -> str | None:
-    """ "windows", "macos" or "linux" from the log's paths and build names; None when it shows none."""
+    """The platform a log's paths and build names show ("windows", "macos", "linux"), else None. Reads the log's
+    last 200 KB (the traceback that ended it) and first 50 KB (the environment a report pastes first)."""
+    ends = text if len(text) <= PLATFORM_SPAN else text[:50_000] + "\n" + text[-PLATFORM_SPAN:]
     for name, pattern in (("windows", _WINDOWS), ("macos", _MACOS), ("linux", _LINUX)):
-        if pattern.search(text):
+        if pattern.search(ends):
             return name
     return None
 

@@ -328,7 +328,7 @@ def explain(
     every = StatedVersions({**here, **stated, **(given or {})})
     every.weak = stated.weak - set(given or {}) - set(here)
     every.trusted = frozenset(given or {}) | (frozenset(here) - frozenset(stated))
-    explanation.reasoned = reason(tail, every, explanation.vllm_pair).findings
+    explanation.reasoned = reason(tail, every, explanation.vllm_pair, evidence).findings
     explanation.reasoning_versions = every
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None

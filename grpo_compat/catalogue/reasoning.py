@@ -44,7 +44,7 @@ from grpo_compat.catalogue.environment import (
     platform_of,
     stdlib_names,
 )
-from grpo_compat.catalogue.evidence import distribution_of_path, frames_before
+from grpo_compat.catalogue.evidence import distribution_of_path, frames_before, read_evidence
 from grpo_compat.core.versions import distribution_of, release
 
 CLASSES = (
@@ -1124,13 +1124,10 @@ def _condition_in_source_line(source: str, error_type: str) -> str | None:
     return None
 
 
-def _raise_site_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+def _raise_site_findings(text: str, versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
     """For a check upstream code raised (trl, ms-swift, transformers, accelerate, peft): the condition it tested,
     read from the installed release's function or from the line the traceback prints, and the settings that
     condition reads, with the values the log shows for them."""
-    from grpo_compat.catalogue.evidence import read_evidence
-
-    evidence = read_evidence(text[-200_000:])
     shown = evidence.settings_shown()
     settings = _known_settings()
     found: list[tuple[int, Finding]] = []
@@ -1198,13 +1195,10 @@ def _raise_site_findings(text: str, versions: dict[str, str]) -> list[tuple[int,
 _COPIES_UPSTREAM = {"unsloth": ("unsloth", "unsloth_zoo"), "unsloth-zoo": ("unsloth", "unsloth_zoo")}
 
 
-def _raised_in_a_copy(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+def _raised_in_a_copy(versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
     """An error raised inside a package that runs its own copy of upstream code, which grpo_compat has no histories
     of: offered as a skew between that package's releases and the upstream ones it copies."""
-    from grpo_compat.catalogue.evidence import read_evidence
-
-    errors = read_evidence(text[-200_000:]).errors
-    error = errors[-1] if errors else None
+    error = evidence.errors[-1] if evidence.errors else None
     if error is None or error.raised_by not in _COPIES_UPSTREAM:
         return []
     together = _COPIES_UPSTREAM[error.raised_by]
@@ -1741,12 +1735,13 @@ class Reasoning:
         return self.findings[0] if self.findings else None
 
 
-def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
+def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None, evidence=None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
     found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
-    found += _raise_site_findings(text, versions)
+    evidence = evidence if evidence is not None else read_evidence(text)
+    found += _raise_site_findings(text, versions, evidence)
     if not found:  # the weakest reading of an error, only where nothing else explains it
-        found += _raised_in_a_copy(text, versions)
+        found += _raised_in_a_copy(versions, evidence)
     found += _metric_findings(text)
     found.sort(key=lambda item: -item[0])
     ordered: list[Finding] = []
