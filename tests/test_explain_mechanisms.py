@@ -365,3 +365,27 @@ RuntimeError: shape '[1, 4]' is invalid for input of size 8
     )
     assert "unsloth 2025.3.19" in finding.cause and "pip install --upgrade unsloth unsloth_zoo" in finding.fix
     assert "raised in unsloth 2025.3.19's code (UnslothGRPOTrainer.py, _prepare_inputs)" in finding.code
+
+
+@pytest.mark.parametrize(
+    ("keyword", "fix"),
+    [
+        ("max_prompt_length", "remove `max_prompt_length`"),  # trl 0.14.0-0.27.2 only: nothing replaced it
+        ("vllm_mode", "pip install 'trl>=0.18.0', or remove `vllm_mode`"),  # a field from 0.18.0 on
+    ],
+)
+def test_a_grpoconfig_keyword_of_other_releases_is_answered_from_every_release_of_the_settings_history(keyword, fix):
+    finding = answer_of(f"TypeError: GRPOConfig.__init__() got an unexpected keyword argument '{keyword}'\n")
+    assert (finding.cls, finding.name, finding.fix, finding.confident) == ("keyword-not-accepted", keyword, fix, True)
+
+
+def test_a_stated_release_that_takes_the_setting_is_not_said_to_refuse_it():
+    # trl 0.16.0 has max_prompt_length: a log stating it and refusing the keyword ran another trl
+    explanation = explain(
+        "TypeError: GRPOConfig.__init__() got an unexpected keyword argument 'max_prompt_length'\n",
+        {"trl": "0.16.0"},
+        installed={},
+    )
+    (finding,) = explanation.reasoned
+    assert finding.certainty == "offered" and "trl 0.16.0, which takes `max_prompt_length`" in finding.cause
+    assert "is new in" not in finding.cause

@@ -262,7 +262,19 @@ def _takes(role: str, keyword: str, versions: dict[str, str]) -> tuple[bool | No
                 return any(p.name == keyword for p in signature.parameters), f"{distribution} {at} (API histories)"
         else:
             return keyword in history.fields(qualname, at), f"{distribution} {at} (API histories)"
+    if history is not None and not version:  # no version: every release the histories hold
+        if method:
+            spans = history.signature_spans(qualname)
+            taken = any(p.name == keyword for _, _, signature in spans for p in signature.parameters)
+        else:
+            spans = history._data["fields"].get(qualname, [])
+            taken = any(keyword in fields for _, _, fields in spans)
+        if spans:
+            every = f"{distribution} {history.releases[0]}-{history.newest}"
+            return taken, f"{every}, {'some releases' if taken else 'no release'} (API histories)"
     installed = _installed_version(distribution)
+    if version and installed != version:
+        return None, ""  # the installed release is not the run's: its source says nothing of the run
     names = _installed_parameters(module, cls + (f".{method}" if method else ""))
     if names is None:
         return None, ""
@@ -673,7 +685,7 @@ def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str
         from grpo_compat.settings.history import load
 
         trl = load("trl")
-        version = versions.get("trl") or _installed_version("trl")
+        version = versions.get("trl")  # never the installed one: the log may be of another machine
         spans = trl.spans(keyword)
         at = trl.nearest(version) if version else None
         if spans and at and release(spans[0][0]) > release(at):
@@ -689,6 +701,9 @@ def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str
                 remedy="upgrade",
                 data="grpo_compat's settings history of trl",
             )
+        refused = _refused_setting(keyword, "trl", "python", version, evidence)
+        if refused is not None:  # a GRPOConfig field of other releases: its history, with or without a version
+            return replace(refused, cls="keyword-not-accepted", callable=role)
     return None
 
 
@@ -1289,6 +1304,11 @@ def _refused_setting(key: str, package: str, context: str, version: str | None, 
             evidence,
             **common,
         )
+    if version and history.nearest(version) and key in history.at(version):
+        # The stated release takes it, so the run used another: what every release says, offered.
+        every = _refused_setting(key, package, context, None, evidence)
+        stated = f"the log states {package} {version}, which takes `{key}` (settings history): the run used another "
+        return every and replace(every, confident=False, cause=stated + "release; " + every.cause)
     if version and history.nearest(version):
         (problem,) = problems([key], package, version, set()) or (None,)
         if problem is None or problem.kind == "unknown":
