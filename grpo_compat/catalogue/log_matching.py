@@ -119,6 +119,7 @@ class Explanation:
     reasoned: list[Finding] = field(default_factory=list)  # general classes reasoned from the error (reasoning.py)
     evidence: Evidence | None = None  # the log read once (evidence.py)
     reasoning_versions: dict[str, str] = field(default_factory=dict)  # every version reasoning used (any package)
+    from_here: bool = True  # the log is of this machine: its installed versions are the run's
 
     @property
     def nothing_wrong(self) -> bool:
@@ -330,6 +331,7 @@ def explain(
     every.trusted = frozenset(given or {}) | (frozenset(here) - frozenset(stated))
     explanation.reasoned = reason(tail, every, explanation.vllm_pair, evidence).findings
     explanation.reasoning_versions = every
+    explanation.from_here = from_here
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None
     for failure in load_failures():
@@ -486,6 +488,10 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
         found = f"{source}: nothing is wrong: no exception or traceback, and the metrics show a run that learns"
         found += " (a live gradient, rewards that differ within groups)"
     lines = [found, f"versions used: {used or 'none'}"]
+    if not explanation.from_here and "installed" in explanation.version_sources.values() and explanation.reasoned:
+        lines.append(
+            "  (the installed ones are this machine's: reasoning about this log, of another machine, ignored them)"
+        )
     lines += _reasoned_lines(explanation.reasoned, width)
     lines += _vllm_pair_lines(explanation.vllm_pair)
     if explanation.in_paths_only:
