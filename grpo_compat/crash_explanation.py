@@ -57,7 +57,7 @@ def _explain_after_traceback(exc_type, exc, tb) -> None:
 
         from grpo_compat.catalogue.log_matching import explain, format_explanation
 
-        explanation = explain("".join(traceback.format_exception(exc_type, exc, tb)))
+        explanation = explain("".join(traceback.format_exception(exc_type, exc, tb)), from_here=True)
         explanation.matches = [match for match in explanation.matches if match.certain and match.expected_here]
         explanation.reasoned = [finding for finding in explanation.reasoned if finding.confident]
         if explanation.matches or explanation.reasoned:

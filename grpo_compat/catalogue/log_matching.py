@@ -11,9 +11,20 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from grpo_compat.catalogue import Failure, load_failures
-from grpo_compat.catalogue.reasoning import NOT_FAILURES, Finding, reason, stated_versions
+from grpo_compat.catalogue.environment import PROVIDED_BY_A_DISTRIBUTION, distribution_of_import, stdlib_names
+from grpo_compat.catalogue.evidence import Evidence, read_evidence
+from grpo_compat.catalogue.reasoning import (
+    NOT_FAILURES,
+    REFUSED_SETTING,
+    Finding,
+    StatedVersions,
+    learning_metrics,
+    reason,
+    stated_versions,
+)
 from grpo_compat.core.versions import (
     TRACKED_DISTRIBUTIONS,
     distribution_of,
@@ -89,6 +100,7 @@ class Match:
         return {
             **self.failure.to_dict(),
             "certainty": "matches" if self.certain else "possibly",
+            "label": "asserted" if self.certain and self.expected_here and not self.superseded else "offered",
             "evidence": self.evidence,
             "expected_on_these_versions": self.expected_here,
             "prevented_by": list(self.prevented_by),
@@ -105,6 +117,20 @@ class Explanation:
     in_paths_only: list[str] = field(default_factory=list)  # in the log's file paths, with no version stated
     vllm_pair: dict | None = None  # the run's vLLM against the versions its trl declares (vllm_pair_in)
     reasoned: list[Finding] = field(default_factory=list)  # general classes reasoned from the error (reasoning.py)
+    evidence: Evidence | None = None  # the log read once (evidence.py)
+    reasoning_versions: dict[str, str] = field(default_factory=dict)  # every version reasoning used (any package)
+    from_here: bool = True  # the log is of this machine: its installed versions are the run's
+
+    @property
+    def nothing_wrong(self) -> bool:
+        """A log of a run that trains: no exception or traceback, no failure matched or reasoned, and metric lines
+        with a live, finite gradient and rewards that differ within groups."""
+        evidence = self.evidence
+        if evidence is None or evidence.errors or evidence.has_traceback or self.matches:
+            return False
+        if any(finding.cls not in NOT_FAILURES for finding in self.reasoned):
+            return False
+        return learning_metrics(evidence.text)
 
     def answer(self) -> Finding | Match | None:
         """What explain offers as the cause, most specific first: a record that matched its text and its version
@@ -134,6 +160,7 @@ class Explanation:
             "in_log_paths_without_version": self.in_paths_only,
             "vllm_pair": self.vllm_pair,
             "reasoned": [finding.to_dict() for finding in self.reasoned],
+            "nothing_wrong": self.nothing_wrong,
         }
 
 
@@ -241,23 +268,13 @@ def _first_match(patterns: tuple[str, ...], text: str) -> str | None:
     return None
 
 
-# The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
-_REFUSED_SETTING = (
-    (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
-    # \b: a leading \w* alone is retried from every character of a long line (quadratic).
-    (re.compile(r"\b\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
-    (re.compile(r"(?:unrecognized arguments|Unknown arguments(?: from config file)?): ([^\n]*)"), "trl", "config"),
-    (re.compile(r"remaining_argv: (\[[^\n]*)"), "ms-swift", "cli"),
-)
-
-
 def refused_settings_in(text: str, versions: dict[str, str]) -> tuple[str, ...]:
     """For each setting a log shows refused: the release that removed or renamed it and what replaced it."""
     from grpo_compat.settings.history import load
     from grpo_compat.settings.installed import refused_names
 
     found: list[str] = []
-    for pattern, package, context in _REFUSED_SETTING:
+    for pattern, package, context in REFUSED_SETTING:
         for match in pattern.finditer(text):
             names = re.findall(r"--([A-Za-z_][\w-]*)", match.group(1)) or [match.group(1)]
             version = versions.get(package) or load(package).releases[-1]
@@ -277,8 +294,13 @@ def explain(
     text: str,
     given: dict[str, str] | None = None,
     installed: dict[str, str | None] | None = None,
+    from_here: bool | None = None,
 ) -> Explanation:
-    """The catalogue's records that ``text`` shows. Versions: ``given``, else the log's, else ``installed``."""
+    """What ``text`` shows: the evidence read once, the findings of each reasoner (reasoning.py: the error, the
+    histories, the settings, the environment, the metrics) and the catalogue's records, ordered by ``rank``.
+
+    Versions: ``given``, else the log's, else ``installed`` (for the catalogue's windows; for reasoning only where the
+    log is from this machine, ``from_here``, by default judged from its traceback's paths)."""
     from_log = versions_in(text)
     installed = installed_versions() if installed is None else installed
     versions: dict[str, str] = {}
@@ -293,12 +315,23 @@ def explain(
     in_paths_only = [name for name in TRACKED_DISTRIBUTIONS if name in in_paths and name not in stated]
     explanation = Explanation(versions, sources, in_paths_only=in_paths_only)
     explanation.vllm_pair = vllm_pair_in(text, versions, installed)
-    # Reasoning reads every distribution the log states (unsloth, its zoo, ...), not only the tracked ones.
-    every = {name: version for name, version in installed.items() if version}
-    every.update(stated_versions(text, from_log))
-    every.update(given or {})
-    # The run's last 2 MB: the error that ended it, the traceback frames before it, the latest metric lines.
-    explanation.reasoned = reason(normalise(text[-REASONED_TAIL:]), every, explanation.vllm_pair).findings
+    # The run's last 2 MB, read once into evidence: the error that ended it, the frames before it, the metrics.
+    tail = normalise(text[-REASONED_TAIL:])
+    evidence = read_evidence(tail)
+    explanation.evidence = evidence
+    # Reasoning reads every distribution the log states (unsloth, its zoo, ...), not only the tracked ones, and the
+    # installed ones only for a log of this machine: another machine's log with no versions is reasoned over every
+    # release, never over this machine's (a trl 1.16.0 here says nothing of the trl that failed there).
+    stated = stated_versions(text, from_log)
+    if from_here is None:
+        from_here = _is_from_here(evidence)
+    here = {name: version for name, version in installed.items() if version} if from_here else {}
+    every = StatedVersions({**here, **stated, **(given or {})})
+    every.weak = stated.weak - set(given or {}) - set(here)
+    every.trusted = frozenset(given or {}) | (frozenset(here) - frozenset(stated))
+    explanation.reasoned = reason(tail, every, explanation.vllm_pair, evidence).findings
+    explanation.reasoning_versions = every
+    explanation.from_here = from_here
     text = normalise(near_anchors(text))
     in_window: set[str] | None = None
     for failure in load_failures():
@@ -318,14 +351,73 @@ def explain(
     if any(finding.confident for finding in explanation.reasoned):
         # Not the answer: a record whose versions do not fit, or a generic one (no windows) whose line a
         # reasoned finding explains (the removed-setting record on a keyword that belongs to another class).
-        explained = {finding.evidence for finding in explanation.reasoned if finding.confident}
+        explained = [finding.evidence for finding in explanation.reasoned if finding.confident]
         explanation.matches = [
             replace(match, superseded=True)
-            if not match.expected_here or (not match.failure.affects and match.evidence in explained)
+            if not match.expected_here
+            or (not match.failure.affects and any(match.evidence in line for line in explained))
             else match
             for match in explanation.matches
         ]
     explanation.matches.sort(key=lambda m: (m.superseded, not m.certain, not m.expected_here))
+    return rank(explanation)
+
+
+def _is_from_here(evidence: Evidence) -> bool:
+    """Whether the log's traceback runs installed code of this machine (a crash here, not a log pasted from
+    another): some frame of a distribution is a file that exists here."""
+    frames = [frame for error in evidence.errors for frame in error.frames if frame.distribution]
+    return any(Path(frame.path).is_file() for frame in frames[:50])
+
+
+_PIP_TARGET = re.compile(r"pip install (?:-[-\w]+ )*'?([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _harm(finding: Finding, evidence: Evidence) -> str | None:
+    """Why a finding may not be shown as it stands (the harm rules), or None."""
+    if finding.cls in NOT_FAILURES and (evidence.errors or evidence.has_traceback):
+        return "a note that nothing is wrong, on a log that holds an exception"
+    for target in _PIP_TARGET.findall(finding.fix):
+        if target in stdlib_names() and target not in PROVIDED_BY_A_DISTRIBUTION:
+            return f"pip install of {target}, a standard-library module no distribution provides"
+        distribution = distribution_of_import(target)
+        if distribution and distribution.lower() != target.lower() and target.replace("_", "-") != distribution:
+            return f"pip install of the import name {target}, whose distribution is {distribution}"
+    if finding.cls == "name-missing" and finding.confident and finding.module and finding.version:
+        from grpo_compat.histories import load
+
+        history = load(finding.package or "")
+        if (
+            history is not None
+            and history.nearest(finding.version)
+            and history.has(finding.module, finding.name, finding.version)
+        ):
+            return f"{finding.package} {finding.version} has {finding.name} in {finding.module} (API histories)"
+    return None
+
+
+def rank(explanation: Explanation) -> Explanation:
+    """The one step that orders what the reasoners and the catalogue propose and applies the harm rules: never a
+    note that nothing is wrong on a log holding an exception, never a fact the histories contradict, never a
+    ``pip install`` of a module no distribution provides under that name; an asserted finding shows its evidence,
+    and one without evidence is offered."""
+    evidence = explanation.evidence
+    kept: list[Finding] = []
+    for finding in explanation.reasoned:
+        if evidence is not None and _harm(finding, evidence):
+            continue  # silence beats a wrong answer
+        if finding.confident and not finding.evidence.strip():
+            finding = replace(finding, confident=False)
+        error = evidence and next((e for e in evidence.errors if e.line and e.line in finding.evidence), None)
+        binding = finding.cls in ("signature-mismatch", "keyword-not-accepted")
+        # A call that did not bind names its caller from the innermost frame; a callback's invoker is not its caller.
+        if error and not finding.code and (not binding or finding.importer == error.raised_by):
+            callee = finding.package if binding else None
+            versions = explanation.reasoning_versions  # never this machine's for another machine's log
+            finding = replace(finding, code=error.whose_code(versions, callee))
+        kept.append(finding)
+    kept.sort(key=lambda f: not f.confident)  # stable: the last error first within each certainty
+    explanation.reasoned = kept
     return explanation
 
 
@@ -369,9 +461,10 @@ def _reasoned_lines(findings: list[Finding], width: int) -> list[str]:
     lines = ["", "reasoned from the error and the versions (no catalogue record needed):"]
     for number, finding in enumerate(findings, 1):
         certainty = "the evidence names it" if finding.confident else "likely; the data cannot confirm it"
-        lines += [f"  ({number}) {finding.cls}: {finding.name} ({certainty})"]
+        lines += [f"  ({number}) {finding.certainty}: {finding.cls}: {finding.name} ({certainty})"]
         for label, value in (
             ("seen", finding.evidence),
+            ("code", finding.code),
             ("why", finding.cause),
             ("change", finding.fix),
             ("read from", finding.data),
@@ -391,7 +484,14 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
     found = f"{source}: {count} known failure{'s' if count != 1 else ''} found"
     if reasoned:
         found += f"; {reasoned} cause{'s' if reasoned != 1 else ''} reasoned from the error"
+    if explanation.nothing_wrong:
+        found = f"{source}: nothing is wrong: no exception or traceback, and the metrics show a run that learns"
+        found += " (a live gradient, rewards that differ within groups)"
     lines = [found, f"versions used: {used or 'none'}"]
+    if not explanation.from_here and "installed" in explanation.version_sources.values() and explanation.reasoned:
+        lines.append(
+            "  (the installed ones are this machine's: reasoning about this log, of another machine, ignored them)"
+        )
     lines += _reasoned_lines(explanation.reasoned, width)
     lines += _vllm_pair_lines(explanation.vllm_pair)
     if explanation.in_paths_only:
@@ -405,7 +505,8 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
     for number, match in enumerate(explanation.matches, 1):
         failure = match.failure
         certainty = "matches" if match.certain else "possibly (a generic message, or a silent failure's setting)"
-        lines += ["", f"[{number}] {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
+        label = "asserted" if match.certain and match.expected_here and not match.superseded else "offered"
+        lines += ["", f"[{number}] {label}: {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
         if match.superseded and match.expected_here:
             lines.append("    not the answer: a generic record for this message; the error is explained above")
         elif match.superseded:

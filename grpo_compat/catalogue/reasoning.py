@@ -26,16 +26,35 @@ Imports no upstream library: installed code is read as text (``_installed_source
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib.util
 import re
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
+from grpo_compat.catalogue.environment import (
+    POSIX_ONLY,
+    PROVIDED_BY_A_DISTRIBUTION,
+    REMOVED_FROM_STDLIB,
+    WINDOWS_ONLY,
+    known_distribution,
+    local_build,
+    native_stack,
+    platform_of,
+    stdlib_names,
+)
+from grpo_compat.catalogue.evidence import distribution_of_path, frames_before, read_evidence
 from grpo_compat.core.versions import distribution_of, release
 
 CLASSES = (
     "name-missing",
+    "import-failed",
+    "platform",
+    "native-build",
+    "setting-refused",
+    "upstream-check",
+    "version-skew",
     "keyword-not-accepted",
     "signature-mismatch",
     "missing-package",
@@ -62,9 +81,17 @@ class Finding:
     belongs_to: str | None = None  # the class a rejected keyword belongs to
     remedy: str | None = None  # "upgrade" (package), "upgrade-importer", "pin" (package)
     data: str = ""  # what the conclusion was read from: "API histories", "the installed trl 1.16.0", "the log"
+    module: str | None = None  # the module a missing name was looked up in
+    version: str | None = None  # the release of ``package`` the finding states a fact about
+    code: str = ""  # whose code raised, whose called it, and which release pair is in question (the frames)
+
+    @property
+    def certainty(self) -> str:
+        """ "asserted" (the evidence names it) or "offered" (likely; the data cannot confirm it)."""
+        return "asserted" if self.confident else "offered"
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in vars(self).items() if v not in (None, "")}
+        return {"certainty": self.certainty, **{k: v for k, v in vars(self).items() if v not in (None, "")}}
 
 
 # --- versions a log states -----------------------------------------------------------------------------------
@@ -97,7 +124,15 @@ def _distribution_name(name: str) -> str:
 STATED_SPAN = 200_000  # a log's first and last characters searched for name-version lines (env dumps, pip freeze)
 
 
-def stated_versions(text: str, tracked: dict[str, str]) -> dict[str, str]:
+class StatedVersions(dict):
+    """Distribution -> version, with ``weak``: those read only from a pin inside a sentence ("pinning trl==0.19.0
+    fixed it"), which may name the release that worked rather than the one that failed."""
+
+    weak: frozenset[str] = frozenset()
+    trusted: frozenset[str] = frozenset()  # given on the command line, or installed on the machine the log is from
+
+
+def stated_versions(text: str, tracked: dict[str, str]) -> StatedVersions:
     """Every distribution's version a log states, first statement wins; wider than ``tracked`` (any package).
 
     ``tracked``: the tracked distributions' versions the caller read from the log (log_matching.versions_in, which
@@ -123,9 +158,12 @@ def stated_versions(text: str, tracked: dict[str, str]) -> dict[str, str]:
                 note(name, version)
     for found_line in _BUT_FOUND.finditer(ends):
         note(found_line.group(1), found_line.group(2))
+    strong = set(found)
     for pin in _INLINE_PIN.finditer(ends):  # last: the weakest statement
         note(pin.group(1), pin.group(2))
-    return found
+    stated = StatedVersions(found)
+    stated.weak = frozenset(found) - strong
+    return stated
 
 
 # --- the data: API histories when they hold a package, else the installed release's source ------------------
@@ -224,7 +262,19 @@ def _takes(role: str, keyword: str, versions: dict[str, str]) -> tuple[bool | No
                 return any(p.name == keyword for p in signature.parameters), f"{distribution} {at} (API histories)"
         else:
             return keyword in history.fields(qualname, at), f"{distribution} {at} (API histories)"
+    if history is not None and not version:  # no version: every release the histories hold
+        if method:
+            spans = history.signature_spans(qualname)
+            taken = any(p.name == keyword for _, _, signature in spans for p in signature.parameters)
+        else:
+            spans = history._data["fields"].get(qualname, [])
+            taken = any(keyword in fields for _, _, fields in spans)
+        if spans:
+            every = f"{distribution} {history.releases[0]}-{history.newest}"
+            return taken, f"{every}, {'some releases' if taken else 'no release'} (API histories)"
     installed = _installed_version(distribution)
+    if version and installed != version:
+        return None, ""  # the installed release is not the run's: its source says nothing of the run
     names = _installed_parameters(module, cls + (f".{method}" if method else ""))
     if names is None:
         return None, ""
@@ -240,17 +290,13 @@ _ATTR_OBJECT_QUOTED = re.compile(r"'(?P<owner>\w+)' (?:object )?has no attribute
 _UNEXPECTED_KEYWORD = re.compile(
     r"(?P<callable>[\w.]+)\(\) got (?:an )?unexpected keyword (?:argument )?'(?P<name>\w+)'"
 )
-_MISSING_ARGUMENT = re.compile(r"(?P<callable>[\w.]+)\(\) missing \d+ required positional arguments?: '(?P<name>\w+)'")
+_MISSING_ARGUMENT = re.compile(
+    r"(?P<callable>[\w.]+)\(\) missing \d+ required (?:positional|keyword-only) arguments?: '(?P<name>\w+)'"
+)
 _ARITY = re.compile(
     r"(?P<callable>[\w.]+)\(\) takes (?P<takes>\d+) positional arguments? but (?P<given>\d+) (?:were|was) given"
 )
 _NAME_ERROR = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
-# A traceback frame: Python's `File "path", line N`, IPython's `File path.py:N` and `path.py in <function>`
-# (Colab renders the path as a markdown link: `[path.py](url) in <module>`).
-_FRAME = re.compile(
-    r"""(?:File "(?P<path>[^"\n]+)", line \d+|File (?P<ipath>\S+\.py):\d+"""
-    r"""|\[?(?P<npath>[^\s\[\]()]+\.py)\]?(?:\([^)\s]*\))? in <?\w)"""
-)
 _PRECISION = re.compile(
     r"Your setup doesn't support bf16/gpu|BFloat16 is not supported on MPS"
     r"|fp16.{0,60}can only be used on CUDA"
@@ -280,17 +326,10 @@ def _line(text: str, position: int) -> str:
 
 
 def _importer(text: str, position: int) -> str | None:
-    """The package whose code raised: the last traceback frame before ``position`` that is in an install."""
-    frames = list(_FRAME.finditer(text, max(0, position - 20_000), position))  # the traceback above the error
-    for frame in reversed(frames):
-        path = (frame.group("path") or frame.group("ipath") or frame.group("npath") or "").replace("\\", "/")
-        if "unsloth_compiled_cache" in path:
-            return "unsloth"
-        package = re.search(r"-packages/([A-Za-z_]\w*)/", path)
-        if package:
-            return distribution_of(package.group(1)).replace("_", "-")
-        return None  # the user's own code (or a checkout): not a package's
-    return None
+    """The package whose code raised: the innermost traceback frame before ``position``, when it is in an install
+    (site-packages, unsloth's compiled cache, an editable checkout: evidence.distribution_of_path)."""
+    frames = frames_before(text, position)
+    return frames[-1].distribution if frames else None
 
 
 def _spans_text(spans: list[tuple[str, str]]) -> str:
@@ -306,10 +345,25 @@ def _name_missing(
     where = f"{module} of {package} {version}" if version else f"{module} ({package}, version not in the log)"
     cause = f"{where} has no '{name}'" + (f", which {importer}'s code imports" if importer else "")
     history = _history(package)
-    if history is not None and version:
+    if history is not None and history.module_spans(module):
         spans = history.name_spans(module, name)
         moved = [(m, f, last) for m, f, last in history.where(name) if m != module]
-        newest = history.nearest(version)
+        newest = history.nearest(version) if version else None
+        if newest and history.has(module, name, version):
+            if package in getattr(versions, "trusted", ()):  # given, or this machine's install: not the release
+                return _name_present(name, module, package, version, importer, evidence, spans)
+            # The log states a release that has the name, so the run used another (an environment dump taken at
+            # another time, a pin in a sentence): what every release says, offered, never asserted.
+            stated = f"the log states {package} {version}, which has '{name}' (API histories), so the run used another"
+            stated += " release or install; "
+            if history.where(name):
+                finding = _name_missing_in_every_release(
+                    name, module, package, importer, evidence, spans, moved, history
+                )
+                return replace(finding, confident=False, cause=stated + finding.cause)
+            return _name_present(name, module, package, version, importer, evidence, spans)
+        if version is None and history.where(name):  # no version: what every release in the histories says
+            return _name_missing_in_every_release(name, module, package, importer, evidence, spans, moved, history)
         if spans and newest and release(spans[0][0]) > release(newest):
             return Finding(
                 "name-missing",
@@ -322,6 +376,8 @@ def _name_missing(
                 importer,
                 remedy="upgrade",
                 data="API histories",
+                module=module,
+                version=version,
             )
         if spans and newest and release(spans[-1][1]) < release(newest):
             last = spans[-1][1]
@@ -338,6 +394,8 @@ def _name_missing(
                 importer,
                 remedy="upgrade-importer" if importer else "pin",
                 data="API histories",
+                module=module,
+                version=version,
             )
     if trl_vllm and package == "vllm" and trl_vllm.get("status") == "outside" and trl_vllm.get("trl_declares"):
         declared = trl_vllm["trl_declares"]
@@ -357,10 +415,193 @@ def _name_missing(
     fix = (
         f"install a {package} release that has '{name}'"
         + (f", or the {importer} release made for {package} {version}" if importer and version else "")
-        + " (grpo_compat has no API history of "
-        f"{package} to say which releases define it)"
+        + (
+            ""
+            if history is not None and history.module_spans(module)
+            else f" (grpo_compat has no API history of {module} to say which releases define it)"
+        )
     )
-    return Finding("name-missing", name, True, cause + ".", fix, evidence, package, importer, data="the log")
+    return Finding(
+        "name-missing",
+        name,
+        True,
+        cause + ".",
+        fix,
+        evidence,
+        package,
+        importer,
+        data="the log",
+        module=module,
+        version=version,
+    )
+
+
+def _name_present(
+    name: str, module: str, package: str, version: str, importer: str | None, evidence: str, spans: list
+) -> Finding:
+    """The histories say the release has the name: the import failed for a reason other than the release."""
+    top = module.split(".")[0]
+    return Finding(
+        "import-failed",
+        name,
+        False,
+        f"{package} {version} has '{name}' in {module} (in {package} {_spans_text(spans)}), so the release is not "
+        f"why the import failed: the {package} the run imported is another one (a local file or folder named {top} "
+        "shadowing it, another environment's install), a partial install, or an import that failed inside it "
+        "(the error above this one).",
+        f'run python -c "import {top}; print({top}.__file__)" in the run\'s environment: remove what shadows it, '
+        f"or reinstall {package}",
+        evidence,
+        package,
+        importer,
+        data="API histories",
+        module=module,
+        version=version,
+    )
+
+
+def _name_missing_in_every_release(
+    name: str, module: str, package: str, importer: str | None, evidence: str, spans: list, moved: list, history
+) -> Finding:
+    """No version stated: the answer every release of the histories gives, asserted only where it is one answer."""
+    first, newest = history.releases[0], history.newest
+    who = f", which {importer}'s code imports" if importer else ""
+    common = {"package": package, "importer": importer, "data": "API histories", "module": module}
+    top = module.split(".")[0]
+    if len(spans) == 1 and spans[0] == (first, newest):
+        return Finding(
+            "name-missing",
+            name,
+            False,
+            f"every {package} release from {first} to {newest} has '{name}' in {module}{who}: the run's {package} "
+            f"is older than {first}, or (when it is not) the {package} it imported is not a whole install of one "
+            f"(a local file or folder named {top} shadowing it, a partial install).",
+            f"pip install '{package}>={first}'; where it is already that new, "
+            f'python -c "import {top}; print({top}.__file__)" shows what shadows it',
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(spans) == 1 and spans[0][1] == newest:  # added later: the run's release is older
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{module} has '{name}' from {package} {spans[0][0]} on{who}: the run's {package} (no version in the "
+            "log) is older.",
+            f"pip install '{package}>={spans[0][0]}'",
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(spans) == 1 and spans[0][0] == first:  # removed: the run's release is newer
+        last = spans[0][1]
+        moved_text = f"; it moved to {moved[-1][0]}" if moved else ""
+        return Finding(
+            "name-missing",
+            name,
+            True,
+            f"{module} had '{name}' in {package} {first}-{last} only{who}: the run's {package} (no version in the "
+            f"log) is newer{moved_text}.",
+            f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else ""),
+            evidence,
+            remedy="upgrade-importer" if importer else "pin",
+            **common,
+        )
+    if spans:
+        where = f"it is in {package} {_spans_text(spans)}"
+    else:
+        where = f"no {package} release from {first} to {newest} has it"
+    elsewhere = f"; {moved[-1][0]} has it in {moved[-1][1]}-{moved[-1][2]}" if moved else ""
+    return Finding(
+        "name-missing",
+        name,
+        False,
+        f"{module} lacks '{name}' in the run's {package} (no version in the log){who}: {where}{elsewhere}.",
+        f"install the {package} release the code was written for ({_spans_text(spans)})"
+        if spans
+        else f"install the {package} release or fork the code was written for",
+        evidence,
+        **common,
+    )
+
+
+def _missing_module(module: str, evidence: str, importer: str | None, platform: str | None) -> Finding:
+    """``No module named 'x'`` for a whole top-level module: a distribution to install, or a fact of the platform or
+    the Python build that no ``pip install`` changes (the standard library, POSIX- or Windows-only modules)."""
+    who = f"{importer}'s code imports it" if importer else "the run imports it"
+    common = {"importer": importer, "data": "the standard library's module list"}
+    if module in PROVIDED_BY_A_DISTRIBUTION:
+        package = PROVIDED_BY_A_DISTRIBUTION[module]
+        cause = f"{module} left Python's standard library in 3.12; {who}, and {package} provides it."
+        return Finding(
+            "missing-package", package, True, cause, f"pip install {package}", evidence, package=package, **common
+        )
+    if module in POSIX_ONLY or module in WINDOWS_ONLY:
+        only, other = ("POSIX (Linux, macOS)", "Windows") if module in POSIX_ONLY else ("Windows", "Linux or macOS")
+        on = f" (the log is from {platform})" if platform else ""
+        return Finding(
+            "platform",
+            module,
+            True,
+            f"{module} is a {only}-only module of Python's standard library: Python on {other} has none{on}, and no "
+            f"pip package provides it; {who}.",
+            f"run on {'Linux (or WSL2 on Windows)' if module in POSIX_ONLY else 'Windows'}, or use a release of "
+            f"{importer or 'the code'} that does without {module} on {other}",
+            evidence,
+            **common,
+        )
+    removed = next((python for python, names in REMOVED_FROM_STDLIB.items() if module in names), None)
+    if removed:
+        return Finding(
+            "platform",
+            module,
+            True,
+            f"{module} left Python's standard library in Python {removed}; {who}: that code predates Python {removed}.",
+            f"run on a Python older than {removed}, or a release of {importer or 'the code'} made for Python {removed}",
+            evidence,
+            **common,
+        )
+    if module in stdlib_names():  # _lzma, _ctypes, _sqlite3, tkinter: a Python built without a system library
+        return Finding(
+            "platform",
+            module,
+            True,
+            f"{module} is part of Python's standard library, and this Python was built without it (a source or pyenv "
+            f"build that lacked its system library); {who}. No pip package provides it.",
+            "install the system library it needs and rebuild Python, or use a prebuilt Python (python.org, conda, "
+            "uv python install)",
+            evidence,
+            **common,
+        )
+    package = known_distribution(module)
+    if package:
+        return Finding(
+            "missing-package",
+            package,
+            True,
+            f"{package} is not installed"
+            + (f" (it provides the module {module})" if package != module else "")
+            + f"; {who}.",
+            f"pip install {package}" + (f" (or check that {importer} declares it)" if importer else ""),
+            evidence,
+            package=package,
+            importer=importer,
+            data="the log",
+        )
+    package = distribution_of(module).replace("_", "-")
+    return Finding(
+        "missing-package",
+        package,
+        False,
+        f"no module {module} is installed; {who}. Which distribution provides it is not known here.",
+        f"install the distribution that provides the module {module} (most are named like it: {package}; check "
+        "the project's install instructions)",
+        evidence,
+        package=package,
+        importer=importer,
+        data="the log",
+    )
 
 
 # vLLM classes trl and ms-swift construct with keywords a vLLM release may not know yet (or any more).
@@ -444,7 +685,7 @@ def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str
         from grpo_compat.settings.history import load
 
         trl = load("trl")
-        version = versions.get("trl") or _installed_version("trl")
+        version = versions.get("trl")  # never the installed one: the log may be of another machine
         spans = trl.spans(keyword)
         at = trl.nearest(version) if version else None
         if spans and at and release(spans[0][0]) > release(at):
@@ -460,6 +701,9 @@ def _keyword(callable_name: str, keyword: str, evidence: str, versions: dict[str
                 remedy="upgrade",
                 data="grpo_compat's settings history of trl",
             )
+        refused = _refused_setting(keyword, "trl", "python", version, evidence)
+        if refused is not None:  # a GRPOConfig field of other releases: its history, with or without a version
+            return replace(refused, cls="keyword-not-accepted", callable=role)
     return None
 
 
@@ -489,24 +733,7 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
             parent, _, leaf = module.rpartition(".")
             found.append((m.start(), _name_missing(leaf, parent, evidence, importer, versions, trl_vllm)))
         else:
-            package = distribution_of(module).replace("_", "-")
-            who = f"{importer}'s code imports it" if importer else "the run imports it"
-            found.append(
-                (
-                    m.start(),
-                    Finding(
-                        "missing-package",
-                        package,
-                        True,
-                        f"{package} is not installed; {who}.",
-                        f"pip install {package}" + (f" (or check that {importer} declares it)" if importer else ""),
-                        evidence,
-                        package=package,
-                        importer=importer,
-                        data="the log",
-                    ),
-                )
-            )
+            found.append((m.start(), _missing_module(module, evidence, importer, platform_of(text))))
     for m in _matches(_ATTR_MODULE, text, "has no attribute"):
         finding = _name_missing(
             m.group("name"), m.group("module"), _line(text, m.start()), _importer(text, m.start()), versions, trl_vllm
@@ -520,10 +747,14 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
             found.append((m.start(), finding))
     for m in _matches(_UNEXPECTED_KEYWORD, text, "unexpected keyword"):
         finding = _keyword(m.group("callable"), m.group("name"), _line(text, m.start()), versions)
+        if finding is None:
+            finding = _call_over_releases(m.group("callable"), "keyword", m.group("name"), text, m.start(), versions)
         if finding is not None:
             found.append((m.start(), finding))
     for m in _matches(_ARITY, text, "positional argument"):
-        finding = _arity(m, text, versions)
+        finding = _arity(m, text, versions) or _call_over_releases(
+            m.group("callable"), "positional", m.group("given"), text, m.start(), versions
+        )
         if finding is not None:
             found.append((m.start(), finding))
     for m in _matches(_MISSING_ARGUMENT, text, "required positional argument"):
@@ -534,6 +765,10 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                     _reward_contract(m.group("callable"), m.group("name"), _line(text, m.start()), missing=True),
                 )
             )
+        else:
+            finding = _call_over_releases(m.group("callable"), "missing", m.group("name"), text, m.start(), versions)
+            if finding is not None:
+                found.append((m.start(), finding))
     for m in _matches(_NAME_ERROR, text, "is not defined"):
         finding = _name_error(m.group("name"), _line(text, m.start()), text, m.start(), versions)
         if finding is not None:
@@ -572,6 +807,577 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                 ),
             )
         )
+    return found
+
+
+_SHARED_LIBRARY_MISSING = re.compile(r"(?P<library>lib[\w+-]+\.so(?:\.\d+)*): cannot open shared object file")
+_UNDEFINED_SYMBOL = re.compile(r"(?P<extension>[^\s:'\"]+\.(?:so|pyd))[^\n]*?: undefined symbol: (?P<symbol>\S+)")
+_TORCH_SYMBOL = re.compile(r"^_ZN(?:K?\d*)(?:3c10|2at|5torch|3c1010)|c10::|at::|torch::")
+_NO_CUDA = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA driver on your system")
+
+
+def _native_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+    """Errors of compiled code: a CUDA / ROCm / Ascend runtime library the build needs and the machine lacks, an
+    extension built against another torch (``undefined symbol``), torch without the accelerator the run asks for."""
+    found: list[tuple[int, Finding]] = []
+    torch = versions.get("torch")
+    torch_build = local_build(torch)
+    for m in _matches(_SHARED_LIBRARY_MISSING, text, "cannot open shared object file"):
+        library = m.group("library")
+        stack = native_stack(library)
+        if stack is None:
+            continue
+        name, major = stack
+        frames = frames_before(text, m.start())
+        loader = next((f.distribution for f in reversed(frames) if f.distribution), None)
+        needs = f"{name} {major}" if major else name
+        on_torch = (
+            f"torch {torch} is built for {torch_build}" if torch_build else "the installed torch is another build"
+        )
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "native-build",
+                    library,
+                    True,
+                    f"{loader or 'a compiled package'}'s compiled code needs {library} ({needs}), which this machine "
+                    f"does not have: its wheel was built for {needs}, and {on_torch} (or no {name} runtime is "
+                    "installed at all).",
+                    f"install the {loader or 'package'} wheel built for the {name} your torch uses, or the torch build "
+                    f"{loader or 'it'} was made for ({needs}); keep one {name} major across torch, vLLM and their "
+                    "extensions",
+                    _line(text, m.start()),
+                    package=loader,
+                    importer=loader,
+                    data="the log",
+                ),
+            )
+        )
+    for m in _matches(_UNDEFINED_SYMBOL, text, "undefined symbol"):
+        extension = m.group("extension")
+        distribution, _ = distribution_of_path(extension)
+        if distribution is None:
+            distribution = known_distribution(extension.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0])
+        if distribution is None or distribution == "torch":
+            continue
+        against = "torch" if _TORCH_SYMBOL.search(m.group("symbol")) else "another release of a library it links"
+        installed = f" {torch}" if torch and against == "torch" else ""
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "native-build",
+                    distribution,
+                    True,
+                    f"{distribution}'s compiled extension ({extension.rsplit('/', 1)[-1]}) was built against "
+                    f"{against} other than the one installed{' (torch' + installed + ')' if installed else ''}: "
+                    f"a symbol it links ({m.group('symbol')[:60]}) is not there.",
+                    f"rebuild {distribution} against the installed torch: pip install --no-build-isolation "
+                    f"--no-cache-dir --force-reinstall {distribution} (a source build compiles against the torch it "
+                    "finds), or install the torch release its wheel was built for",
+                    _line(text, m.start()),
+                    package=distribution,
+                    data="the log",
+                ),
+            )
+        )
+    for m in (m for literal in ("Torch not compiled", "no NVIDIA driver") for m in _matches(_NO_CUDA, text, literal)):
+        build = f" (torch {torch}: {torch_build})" if torch_build else ""
+        npu = "torch_npu" in text or "Ascend" in text
+        found.append(
+            (
+                m.start(),
+                Finding(
+                    "native-build",
+                    "cuda",
+                    True,
+                    f"the run asks for CUDA, and this torch cannot use it{build}: a CPU-only torch wheel, or no NVIDIA "
+                    "driver"
+                    + (
+                        "; on an Ascend NPU, code that hard-codes cuda does not run (torch_npu is the device)"
+                        if npu
+                        else ""
+                    )
+                    + ".",
+                    "install the torch wheel built for this machine's CUDA (pip's index of pytorch.org), or set the "
+                    "device to what the machine has" + (" (npu, with torch_npu)" if npu else ""),
+                    _line(text, m.start()),
+                    package="torch",
+                    data="the log",
+                ),
+            )
+        )
+    return found
+
+
+# The histories a call's callee is looked up in: the GRPO stack's, cheapest first (each loads in well under 1 s).
+_CALLEE_HISTORIES = ("trl", "transformers", "accelerate", "peft", "vllm", "ms-swift")
+
+
+def _definitions(callable_name: str) -> list[tuple[str, str, str]]:
+    """(distribution, qualname, the name found) of every function or method the histories define under
+    ``callable_name``; a subclass's name from another project (``UnslothGRPOTrainer.create_model_card``) reads as the
+    class it ends with."""
+    parts = callable_name.removesuffix(".__init__").split(".")
+    tail = ".".join(parts[-2:]) if len(parts) > 1 else parts[0]
+    cls, _, method = tail.rpartition(".")
+    tails = [tail]
+    if cls:  # UnslothGRPOTrainer -> GRPOTrainer, Trainer: the upstream classes a subclass's name ends with
+        tails += [f"{cls[i:]}.{method}" for i in range(1, len(cls)) if cls[i].isupper()]
+    if callable_name.endswith(".__init__"):
+        tails = [f"{t}.__init__" for t in tails]
+    for candidate in tails:
+        found = []
+        for distribution in _CALLEE_HISTORIES:
+            history = _history(distribution)
+            if history is None:
+                continue
+            lookup = candidate.removesuffix(".__init__")
+            for module, _, _ in history.where(lookup):
+                qualname = f"{module}.{candidate}"
+                if history.signature_spans(qualname) and (distribution, qualname, candidate) not in found:
+                    found.append((distribution, qualname, candidate))
+        if found:
+            return found
+    return []
+
+
+def _binds(signature, kind: str, detail: str, positional: int | None) -> bool:
+    if kind == "keyword":
+        return any(p.name == detail or p.kind == "VAR_KEYWORD" for p in signature.parameters)
+    return signature.accepts(positional, ()) is None
+
+
+def _call_over_releases(
+    callable_name: str, kind: str, detail: str, text: str, position: int, versions: dict[str, str]
+) -> Finding | None:
+    """A call that does not bind (an unexpected keyword, too many positional arguments, missing ones) to an upstream
+    function or method the histories hold: the releases whose signature takes the call, the caller's distribution
+    (the frame that made the call), and from those which release the caller was written for."""
+    definitions = _definitions(callable_name)
+    frames = frames_before(text, position)
+    running = {frame.distribution for frame in frames_before(text, position, chained=True)}
+    in_traceback = [d for d in definitions if d[0] in running]
+    definitions = in_traceback or definitions  # the distributions whose code the traceback runs, where one is
+    if len({distribution for distribution, _, _ in definitions}) == 1:
+        definitions = definitions[:1]  # one distribution: its definition and re-exports share one signature history
+    if len(definitions) != 1:
+        return None  # not an upstream function of the histories, or defined in several places: no one answer
+    ((distribution, qualname, name),) = definitions
+    history = _history(distribution)
+    spans = history.signature_spans(qualname)
+    positional = None
+    if kind == "positional":
+        positional = int(detail)
+    elif kind == "missing":  # the call filled the parameters before the first one reported missing
+        names = [p.name for p in spans[-1][2].parameters]
+        if detail not in names:
+            return None
+        positional = names.index(detail)
+    fits = [(first, last) for first, last, signature in spans if _binds(signature, kind, detail, positional)]
+    caller = frames[-1].distribution if frames else None
+    caller_text = f"{caller}'s code" if caller else "the calling script"
+    function = name.rsplit(".", 1)[-1]
+    if frames and frames[-1].source and function not in frames[-1].source:  # called back under another name
+        caller_text = f"the code that handed {function} over as a callback (called by {caller or 'the script'})"
+        caller = None
+    evidence = _line(text, position)
+    common = {"package": distribution, "importer": caller, "callable": name, "data": "API histories"}
+    version = versions.get(distribution)
+    what = {"keyword": f"the keyword '{detail}'", "positional": f"{detail} positional arguments"}.get(
+        kind, f"a call without '{detail}'"
+    )
+    if not fits:
+        return Finding(
+            "signature-mismatch",
+            name,
+            False,
+            f"no {distribution} release from {spans[0][0]} to {spans[-1][1]} defines {name} to take {what}: "
+            f"{caller_text} was written for another {distribution} (or another function of that name).",
+            f"check which {distribution} {caller or 'the script'} was written for",
+            evidence,
+            **common,
+        )
+    takes = f"{name} takes {what} in {distribution} {_spans_text(fits)} only"
+    newest, oldest = history.newest, history.releases[0]
+    at = history.nearest(version) if version else None
+    if at:
+        later = [first for first, _ in fits if release(first) > release(at)]
+        earlier = [last for _, last in fits if release(last) < release(at)]
+        if later and not earlier:
+            return Finding(
+                "signature-mismatch",
+                name,
+                True,
+                f"{takes}: {distribution} {version} is older than {caller_text} expects.",
+                f"pip install '{distribution}>={later[0]}'",
+                evidence,
+                remedy="upgrade",
+                version=version,
+                **common,
+            )
+        if earlier and not later:
+            return Finding(
+                "signature-mismatch",
+                name,
+                True,
+                f"{takes}: {caller_text} was written for those, and {distribution} {version} is newer.",
+                f"pip install '{distribution}<={earlier[-1]}'" + (f", or upgrade {caller}" if caller else ""),
+                evidence,
+                remedy="upgrade-importer" if caller else "pin",
+                version=version,
+                **common,
+            )
+    if len(fits) == 1 and fits[0][1] == newest and fits[0][0] != oldest:
+        return Finding(
+            "signature-mismatch",
+            name,
+            True,
+            f"{takes}: the run's {distribution} (no version in the log) is older than {caller_text} expects.",
+            f"pip install '{distribution}>={fits[0][0]}'",
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(fits) == 1 and fits[0][0] == oldest and fits[0][1] != newest:
+        return Finding(
+            "signature-mismatch",
+            name,
+            True,
+            f"{takes}: {caller_text} was written for those; the run's {distribution} (no version in the log) is newer.",
+            f"pip install '{distribution}<={fits[0][1]}'" + (f", or upgrade {caller}" if caller else ""),
+            evidence,
+            remedy="upgrade-importer" if caller else "pin",
+            **common,
+        )
+    return Finding(
+        "signature-mismatch",
+        name,
+        False,
+        f"{takes}: {caller_text} was written for one of those.",
+        f"install the {distribution} release {caller or 'the script'} was written for ({_spans_text(fits)})",
+        evidence,
+        **common,
+    )
+
+
+# --- raise sites: an upstream check that failed, and the settings its condition reads ------------------------
+
+_CHECKED_BY = ("trl", "ms-swift", "transformers", "accelerate", "peft")
+_RAISE_TYPES = ("ValueError", "AssertionError", "TypeError", "NotImplementedError", "RuntimeError")
+_OPERATION_ON_A_VALUE = re.compile(r"NoneType|unsupported operand|not supported between|not iterable|not subscriptable")
+_NOT_SETTINGS = frozenset({"self", "args", "len", "isinstance", "int", "float", "str", "None", "kwargs", "config"})
+
+
+def _known_settings() -> frozenset[str]:
+    from grpo_compat.settings.history import load
+
+    return frozenset(load("trl").settings) | frozenset(load("ms-swift").settings) | _training_arguments_ever()
+
+
+def _condition_of_raise(module: str, function: str, error_type: str, message: str) -> str | None:
+    """The condition under which ``function`` of the installed ``module`` raises this error with this message: the
+    test of the ``if`` around the matching ``raise``, or the ``assert``'s own test. None when the source is not here
+    or no raise there produces the message."""
+    tree = _installed_source(module)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != function:
+            continue
+        parents = {child: parent for parent in ast.walk(node) for child in ast.iter_child_nodes(parent)}
+        for statement in ast.walk(node):
+            if isinstance(statement, ast.Assert) and error_type == "AssertionError":
+                constants = (
+                    [c.value for c in ast.walk(statement.msg) if isinstance(c, ast.Constant)] if statement.msg else []
+                )
+                if all(str(c).strip() in message for c in constants if str(c).strip()):
+                    return ast.unparse(statement.test)
+            if isinstance(statement, ast.Raise) and statement.exc is not None:
+                raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+                if not (isinstance(raised, ast.Name) and raised.id == error_type):
+                    continue
+                constants = [
+                    str(c.value).strip()
+                    for c in ast.walk(statement.exc)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and len(str(c.value).strip()) > 3
+                ]
+                if not constants or not all(c in message for c in constants):
+                    continue
+                parent = parents.get(statement)
+                while parent is not None and not isinstance(parent, ast.If):
+                    parent = parents.get(parent)
+                if parent is not None:
+                    return ast.unparse(parent.test)
+    return None
+
+
+def _condition_in_source_line(source: str, error_type: str) -> str | None:
+    """The condition a traceback's printed line shows: an ``assert``'s test, an ``if``'s, or (a TypeError of an
+    operation on None) the expression itself."""
+    line = source.strip().rstrip(":")
+    for keyword in ("assert ", "if ", "elif ", "while "):
+        if line.startswith(keyword):
+            line = line[len(keyword) :]
+            break
+    else:
+        if error_type != "TypeError":
+            return None
+    try:
+        tree = ast.parse(line, mode="exec")
+    except SyntaxError:
+        return None
+    body = tree.body[0] if tree.body else None
+    if isinstance(body, ast.Expr):
+        test = body.value
+        if isinstance(test, ast.Tuple) and test.elts:  # assert test, message
+            test = test.elts[0]
+        return ast.unparse(test)
+    if isinstance(body, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and body.value is not None:
+        return ast.unparse(body.value)
+    return None
+
+
+def _raise_site_findings(text: str, versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
+    """For a check upstream code raised (trl, ms-swift, transformers, accelerate, peft): the condition it tested,
+    read from the installed release's function or from the line the traceback prints, and the settings that
+    condition reads, with the values the log shows for them."""
+    shown = evidence.settings_shown()
+    settings = _known_settings()
+    found: list[tuple[int, Finding]] = []
+    for error in evidence.errors[-3:]:  # the errors that ended the run
+        frame = error.frames[-1] if error.frames else None
+        if error.type not in _RAISE_TYPES or frame is None or frame.distribution not in _CHECKED_BY:
+            continue
+        if error.type == "TypeError" and not _OPERATION_ON_A_VALUE.search(error.message):
+            continue  # a call that does not bind: the signature reasoners' class, not a check
+        condition, data = None, "the line the traceback prints"
+        if frame.module and frame.function:
+            condition = _condition_of_raise(frame.module, frame.function, error.type, error.message)
+            installed = _installed_version(frame.distribution)
+            data = f"the installed {frame.distribution} {installed}'s {frame.function}" if condition else data
+        if condition is None and frame.source:
+            condition = _condition_in_source_line(frame.source, error.type)
+        if condition is None:
+            continue
+        try:
+            names = [
+                n.attr if isinstance(n, ast.Attribute) else n.id
+                for n in ast.walk(ast.parse(condition))
+                if isinstance(n, (ast.Attribute, ast.Name))
+            ]
+        except SyntaxError:
+            continue
+        read = [n for n in dict.fromkeys(names) if n not in _NOT_SETTINGS]
+        read = [n for n in read if n in settings or n in shown]
+        if not read:
+            continue
+        values = ", ".join(f"{n}={shown[n]}" for n in read if n in shown)
+        where = f"{frame.distribution}'s {frame.function or 'code'}"
+        found.append(
+            (
+                error.position,
+                Finding(
+                    "upstream-check",
+                    read[0],
+                    bool(values),
+                    f"{where} raised {error.type} "
+                    + (
+                        f"as its assertion `{condition}` failed"
+                        if error.type == "AssertionError"
+                        else f"on `{condition}`"
+                        if frame.source and condition == _condition_in_source_line(frame.source, error.type)
+                        else f"because `{condition}` held"
+                    )
+                    + f": the settings it reads are {', '.join(read)}"
+                    + (f"; the log shows {values}." if values else " (the log shows none of their values)."),
+                    f"set {', '.join(read)} so that the check passes (the message says what it expects)",
+                    error.line,
+                    package=frame.distribution,
+                    callable=frame.function,
+                    data=data,
+                ),
+            )
+        )
+    return found
+
+
+# --- whose code raised: a package that patches or copies another's code ------------------------------------------
+
+# Packages that run their own copies or patches of trl's / transformers' / vLLM's code (unsloth compiles a copy of
+# trl's trainers into unsloth_compiled_cache/), released in step with each other and with the releases they copy.
+_COPIES_UPSTREAM = {"unsloth": ("unsloth", "unsloth_zoo"), "unsloth-zoo": ("unsloth", "unsloth_zoo")}
+
+
+def _raised_in_a_copy(versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
+    """An error raised inside a package that runs its own copy of upstream code, which grpo_compat has no histories
+    of: offered as a skew between that package's releases and the upstream ones it copies."""
+    error = evidence.errors[-1] if evidence.errors else None
+    if error is None or error.raised_by not in _COPIES_UPSTREAM:
+        return []
+    together = _COPIES_UPSTREAM[error.raised_by]
+    upstream = sorted(
+        {f.distribution for f in error.frames if f.distribution in ("trl", "transformers", "vllm", "peft")}
+    )
+    stated = ", ".join(f"{name} {versions[name]}" for name in (*together, *upstream) if name in versions)
+    frame = error.frames[-1]
+    where = frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+    copied = ", ".join(upstream) or "trl, transformers and vLLM"
+    return [
+        (
+            error.position,
+            Finding(
+                "version-skew",
+                error.raised_by,
+                False,
+                f"the error is raised inside {error.raised_by}'s code ({where}), which runs its own copies and patches "
+                f"of {copied}: a {' / '.join(together)} release that does not match the installed upstream releases "
+                "(or each other) is the usual cause" + (f" ({stated})." if stated else "."),
+                f"pip install --upgrade {' '.join(together)} (together: they are released in step), and clear "
+                "unsloth_compiled_cache/; or install the trl / vLLM releases that unsloth release supports",
+                error.line,
+                package=error.raised_by,
+                importer=error.called_by,
+                data="the traceback's frames",
+            ),
+        )
+    ]
+
+
+# The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
+REFUSED_SETTING = (
+    (re.compile(r"RLHFArguments\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "ms-swift", "python"),
+    # \b: a leading \w* alone is retried from every character of a long line (quadratic).
+    (re.compile(r"\b\w*Config\.__init__\(\) got an unexpected keyword argument '(\w+)'"), "trl", "python"),
+    (re.compile(r"(?:unrecognized arguments|Unknown arguments(?: from config file)?): ([^\n]*)"), "trl", "config"),
+    (re.compile(r"remaining_argv: (\[[^\n]*)"), "ms-swift", "cli"),
+)
+_OTHER_PACKAGE = {"trl": "ms-swift", "ms-swift": "trl"}
+
+
+def _merged(releases: list[str], spans: list[list]) -> list[list]:
+    """Spans of consecutive releases joined where a setting only changed its type or default between them."""
+    index = {version: i for i, version in enumerate(releases)}
+    merged: list[list] = []
+    for first, last, entry in spans:
+        if merged and index[first] == index[merged[-1][1]] + 1:
+            merged[-1] = [merged[-1][0], last, entry]
+        else:
+            merged.append([first, last, entry])
+    return merged
+
+
+def _setting_spans_text(spans: list[list]) -> str:
+    return _spans_text([(first, last) for first, last, _ in spans])
+
+
+def _refused_setting(key: str, package: str, context: str, version: str | None, evidence: str) -> Finding | None:
+    """A setting the run's trl / ms-swift refused, reasoned over every release of grpo_compat's settings history:
+    never a setting of that package, new in a later release, or removed (and what replaced it); the run's version
+    adds which release, and decides where the releases alone do not."""
+    from grpo_compat.settings.drift import problems
+    from grpo_compat.settings.history import load
+    from grpo_compat.settings.installed import refused_names
+
+    if key in _training_arguments_ever():
+        return None  # a field trl and ms-swift inherit from transformers: which transformers lacks it is not here
+    history = load(package)
+    spans = _merged(history.releases, history.spans(key))
+    first, newest = history.releases[0], history.releases[-1]
+    other = _OTHER_PACKAGE[package]
+    other_spans = load(other).spans(key)
+    elsewhere = f"; it is a setting of {other} ({other} {_setting_spans_text(other_spans)})" if other_spans else ""
+    common = {"package": package, "data": f"grpo_compat's settings history of {package}", "version": version}
+    run = f"{package} {version}" if version else f"the run's {package} (no version in the log)"
+    if not spans:
+        if version and history.nearest(version) and not refused_names([key], package, version, context):
+            return None  # the release takes it after all: not the cause
+        names = sorted({name for name, _ in history.settings.items()})
+        close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+        return Finding(
+            "setting-refused",
+            key,
+            True,
+            f"no {package} release from {first} to {newest} takes `{key}`{elsewhere}: {run} refused it.",
+            f"remove `{key}`" + (f" (the nearest {package} settings by name: {', '.join(close)})" if close else ""),
+            evidence,
+            **common,
+        )
+    if version and history.nearest(version) and key in history.at(version):
+        # The stated release takes it, so the run used another: what every release says, offered.
+        every = _refused_setting(key, package, context, None, evidence)
+        stated = f"the log states {package} {version}, which takes `{key}` (settings history): the run used another "
+        return every and replace(every, confident=False, cause=stated + "release; " + every.cause)
+    if version and history.nearest(version):
+        (problem,) = problems([key], package, version, set()) or (None,)
+        if problem is None or problem.kind == "unknown":
+            return None
+        fix = (
+            f"set `{problem.replacement}` instead"
+            if problem.replacement
+            else f"upgrade {package} to {problem.release}"
+            if problem.kind == "newer"
+            else f"remove `{key}`, or pip install '{package}<{problem.release}'"
+        )
+        return Finding("setting-refused", key, True, problem.message + elsewhere[1:], fix, evidence, **common)
+    if len(spans) == 1 and spans[0][1] == newest:
+        return Finding(
+            "setting-refused",
+            key,
+            True,
+            f"`{key}` is a {package} setting from {spans[0][0]} on: {run} is older.",
+            f"pip install '{package}>={spans[0][0]}', or remove `{key}`",
+            evidence,
+            remedy="upgrade",
+            **common,
+        )
+    if len(spans) == 1 and spans[0][0] == first:
+        (problem,) = problems([key], package, newest, set())
+        return Finding(
+            "setting-refused",
+            key,
+            True,
+            f"{package} took `{key}` in {first}-{spans[0][1]} only: {run} is newer. {problem.message}",
+            f"set `{problem.replacement}` instead" if problem.replacement else f"remove `{key}`",
+            evidence,
+            remedy="pin",
+            **common,
+        )
+    return Finding(
+        "setting-refused",
+        key,
+        False,
+        f"{package} takes `{key}` in {_setting_spans_text(spans)} only{elsewhere}: {run} is another release.",
+        f"install a {package} release that takes `{key}`, or remove it",
+        evidence,
+        **common,
+    )
+
+
+@cache
+def _training_arguments_ever() -> frozenset[str]:
+    """Every field transformers' Seq2SeqTrainingArguments had in any release (trl's configs and ms-swift's arguments
+    inherit them; grpo_compat's settings histories hold only trl's and ms-swift's own)."""
+    history = _history("transformers")
+    if history is None:
+        return frozenset()
+    spans = history._data["fields"].get("transformers.training_args_seq2seq.Seq2SeqTrainingArguments", [])
+    return frozenset(name for _, _, fields in spans for name in fields)
+
+
+def _settings_findings(text: str, versions: dict[str, str]) -> list[tuple[int, Finding]]:
+    found: list[tuple[int, Finding]] = []
+    for pattern, package, context in REFUSED_SETTING:
+        if context == "python" and package == "trl":
+            continue  # GRPOConfig's keywords: _keyword reasons over the config and its trainer
+        literal = {"python": "unexpected keyword", "config": "rguments", "cli": "remaining_argv"}[context]
+        for m in _matches(pattern, text, literal):
+            names = re.findall(r"--([A-Za-z_][\w-]*)", m.group(1)) or [m.group(1)]
+            for key in dict.fromkeys(name.replace("-", "_") for name in names):
+                finding = _refused_setting(key, package, context, versions.get(package), _line(text, m.start()))
+                if finding is not None:
+                    found.append((m.start(), finding))
     return found
 
 
@@ -850,6 +1656,17 @@ def metrics_in(text: str) -> dict[str, list[float]]:
 METRICS_TAIL = 200_000  # characters of a log's end whose metric lines are read: the latest ~2,000 steps
 
 
+def learning_metrics(text: str) -> bool:
+    """The log's latest metric lines show a run that learns: a gradient that is finite and mostly non-zero, and
+    rewards that differ within groups (reward_std > 0 or frac_reward_zero_std < 1) where the log shows them."""
+    values = metrics_in(text[-METRICS_TAIL:])
+    gradient = values.get("grad_norm", [])
+    if not gradient or any(v != v for vs in values.values() for v in vs):  # no gradient logged, or a nan
+        return False
+    spread = values.get("reward_std") or [1 - v for v in values.get("frac_reward_zero_std", [])]
+    return sum(v > 0 for v in gradient) >= 0.8 * len(gradient) and (not spread or max(spread) > 0)
+
+
 def _metric_findings(text: str) -> list[tuple[int, Finding]]:
     text = text[-METRICS_TAIL:]
     values = metrics_in(text)
@@ -916,10 +1733,11 @@ def _metric_findings(text: str) -> list[tuple[int, Finding]]:
                     "expected-zero-loss",
                     "loss",
                     True,
-                    "not a failure: with one iteration per generation (num_iterations=1) the ratio is 1 and the "
+                    "the loss itself is expected: with one iteration per generation (num_iterations=1) the ratio is "
+                    "1 and the "
                     "advantages "
                     "sum to zero in each group, so the logged loss is ~0 while its gradient is not (grad_norm > 0).",
-                    "nothing to fix; watch reward, not loss (beta > 0 adds a visible KL term)",
+                    "the loss needs no change; judge learning by reward, not loss (beta > 0 adds a visible KL term)",
                     evidence,
                     data="the log's metrics",
                 ),
@@ -937,9 +1755,14 @@ class Reasoning:
         return self.findings[0] if self.findings else None
 
 
-def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None) -> Reasoning:
+def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None, evidence=None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
-    found = _errors(text, versions, trl_vllm) + _metric_findings(text)
+    found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
+    evidence = evidence if evidence is not None else read_evidence(text)
+    found += _raise_site_findings(text, versions, evidence)
+    if not found:  # the weakest reading of an error, only where nothing else explains it
+        found += _raised_in_a_copy(versions, evidence)
+    found += _metric_findings(text)
     found.sort(key=lambda item: -item[0])
     ordered: list[Finding] = []
     for _, finding in found:

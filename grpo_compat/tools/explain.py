@@ -2,8 +2,9 @@
 
     python train.py 2>&1 | grpo-compat explain -
 
-Exit status: 0 when a known failure matched or a cause was reasoned from the error with confidence, 1 when
-neither, 2 when the input could not be read (InputError, reported by the command line).
+Exit status: 0 when a known failure matched, a cause was reasoned from the error with confidence, or the log is
+of a run that learns (nothing is wrong); 1 when none of these; 2 when the input could not be read (InputError,
+reported by the command line).
 """
 
 from __future__ import annotations
@@ -51,6 +52,6 @@ def run(source: str, pins: list[str], as_json: bool, name: str | None = None) ->
     else:
         print(format_explanation(explanation, name or ("standard input" if source == "-" else source)))
     named = bool(explanation.matches) or any(finding.confident for finding in explanation.reasoned)
-    if not as_json and not named:
+    if not as_json and not named and not explanation.nothing_wrong:
         print(REPORT_HINT)
-    return 0 if named else 1
+    return 0 if named or explanation.nothing_wrong else 1
