@@ -118,6 +118,16 @@ _WINDOW = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
 
 
 # The distributions whose presence makes an untagged Linux torch wheel a CUDA build (its runtime comes as nvidia-*).
+def nvidia_gpu_present() -> bool:
+    """An NVIDIA GPU with its driver on this machine, read from the driver's files (nothing imported)."""
+    if os.path.exists("/dev/nvidia0"):
+        return True
+    try:
+        return bool(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return False
+
+
 CUDA_RUNTIME_DISTRIBUTIONS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
 
 

