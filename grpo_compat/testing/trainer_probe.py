@@ -118,7 +118,8 @@ def import_recording(module: str, attribute: str) -> tuple[list[dict[str, str]],
             setattr(owner, name, stand_in_class(name, found.group(2)))
         except Exception as error:  # noqa: BLE001 - whatever stops the import is the probe's answer
             return missing, describe(error), None
-    return missing, {"type": "RecursionError", "message": f"still failing after {MAX_ATTEMPTS} attempts", "where": ""}, None
+    gave_up = {"type": "RecursionError", "message": f"still failing after {MAX_ATTEMPTS} attempts", "where": ""}
+    return missing, gave_up, None
 
 
 # -- one GRPO step ----------------------------------------------------------------------------------------------------

@@ -31,6 +31,8 @@ def _doctor(args: argparse.Namespace) -> int:
         print(failure_text(args.failure))
         return 0
 
+    if args.prove:
+        return _prove(args)
     diagnosis = diagnose()
     if args.config:  # a config written for an older trl: what the upgrade changed (grpo_compat.settings.upgrade)
         from pathlib import Path
@@ -47,6 +49,28 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.config and not args.json:
         print(diagnosis["config"] or f"{args.config}: records no older trl than the installed one")
     return 0 if diagnosis["ok"] else 1
+
+
+def _prove(args: argparse.Namespace) -> int:
+    """doctor --prove: the run's answer; exit 0 only when the installed set trained a GRPO step."""
+    import json
+
+    from grpo_compat.tools.prove import format_proof, prove
+
+    settings: dict = {}
+    if args.config:
+        from pathlib import Path
+
+        from grpo_compat.tools.preflight import load_config_file
+
+        settings = load_config_file(Path(args.config))
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    proof = prove(settings, None if args.json else progress)
+    print(json.dumps(proof, indent=2) if args.json else format_proof(proof))
+    return 0 if proof["probe"].get("trains") or proof["probe"].get("phase") == "imported" else 1
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -246,7 +270,14 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--config",
         metavar="FILE",
-        help="a trl config that records its trl (# trl_version: X): what the upgrade changed",
+        help="a trl config that records its trl (# trl_version: X): what the upgrade changed; with --prove, the "
+        "settings the run trains with",
+    )
+    doctor.add_argument(
+        "--prove",
+        action="store_true",
+        help="run it: import the GRPO trainer and train one step on a tiny local model (a subprocess), then prove "
+        "the reading's fix in a throwaway env built by uv; exits non-zero when the set cannot train",
     )
     doctor.set_defaults(run=_doctor)
     check = commands.add_parser(
