@@ -68,7 +68,7 @@ def _prove(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    proof = prove(settings, None if args.json else progress)
+    proof = prove(settings, None if args.json else progress, fixes=args.prove_fixes)
     print(json.dumps(proof, indent=2) if args.json else format_proof(proof))
     return 0 if proof["probe"].get("trains") or proof["probe"].get("phase") == "imported" else 1
 
@@ -278,6 +278,13 @@ def build_parser() -> ArgumentParser:
         action="store_true",
         help="run it: import the GRPO trainer and train one step on a tiny local model (a subprocess), then prove "
         "the reading's fix in a throwaway env built by uv; exits non-zero when the set cannot train",
+    )
+    doctor.add_argument(
+        "--prove-fixes",
+        type=int,
+        default=2,
+        metavar="N",
+        help="with --prove: how many of the reading's fixes to build and run when the set cannot train (0: none)",
     )
     doctor.set_defaults(run=_doctor)
     check = commands.add_parser(

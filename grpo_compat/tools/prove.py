@@ -79,8 +79,17 @@ def failures(probe: dict[str, Any], findings: list[dict[str, str]]) -> list[dict
     error = probe.get("error")
     if error:
         named.append({"kind": error["type"], "name": "", "where": error["where"], "error": error["message"],
-                      "finding": None, "phase": probe.get("phase")})  # fmt: skip
+                      "finding": _finding_about(error["message"], findings), "phase": probe.get("phase")})  # fmt: skip
     return named
+
+
+def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, str] | None:
+    """The reading's override / keyword finding on what an error names: a qualified name (``Class.method``) or a
+    quoted name (an unexpected keyword), where exactly one finding names it."""
+    qualified = re.findall(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\b", message)
+    names = {*qualified, *re.findall(r"'([A-Za-z_]\w{3,})'", message)}
+    about = [f for f in findings if f["kind"] in ("override", "keyword") and any(n in f["message"] for n in names)]
+    return about[0] if len(about) == 1 else None
 
 
 def proposed_changes(failed: list[dict[str, Any]], findings: list[dict[str, str]]) -> list[list[str]]:
@@ -227,14 +236,15 @@ def prove_change(
     started = time.monotonic()
     command = "pip install " + " ".join(f"'{spec}'" for spec in change)
     outcome: dict[str, Any] = {"change": change, "command": command, "trains": False}
-    requirements, preferred = with_change(installed_set(python), change)
+    installed = {_name(name): version for name, version in installed_set(python).items()}
+    requirements, preferred = with_change(installed, change)
     try:
         env_python, resolved = build_env(requirements, preferred, progress)
     except EnvBuildError as error:
         outcome["error"] = f"uv cannot build it: {uv_error(error)}"
     else:
-        moved = {name: version for name, version in resolved.items() if preferred.get(name) not in (None, version)}
-        outcome["moved"] = {n: f"{preferred[n]} -> {v}" for n, v in moved.items()}
+        outcome["moved"] = {name: f"{installed.get(name, 'none')} -> {version}" for name, version in resolved.items()
+                            if installed.get(name) != version}  # fmt: skip
         outcome["probe"] = run_probe(str(env_python), stack, settings)
         outcome["trains"] = bool(outcome["probe"].get("trains"))
     outcome["seconds"] = round(time.monotonic() - started, 1)
@@ -244,7 +254,9 @@ def prove_change(
 # -- doctor --prove ---------------------------------------------------------------------------------------------------
 
 
-def prove(settings: dict[str, Any] | None = None, progress: Progress | None = None) -> dict[str, Any]:
+def prove(
+    settings: dict[str, Any] | None = None, progress: Progress | None = None, fixes: int = MAX_TRIED_FIXES
+) -> dict[str, Any]:
     """``grpo-compat doctor --prove``: the probe of this interpreter's set, its failures with causes, fixes tried."""
     import grpo_compat.static_check as static_check
     from grpo_compat.static_check.files import Install
@@ -258,7 +270,7 @@ def prove(settings: dict[str, Any] | None = None, progress: Progress | None = No
     failed = failures(probe, findings)
     tried = []
     if not probe.get("trains") and probe.get("phase") != "imported":
-        for change in proposed_changes(failed, findings):
+        for change in proposed_changes(failed, findings)[:fixes]:
             if progress:
                 progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
             tried.append(prove_change(sys.executable, stack, change, settings or {}, progress))
@@ -295,7 +307,7 @@ def format_proof(proof: dict[str, Any]) -> str:
             lines.append(f"Tried {outcome['command']} (the installed set plus it, resolved by uv): still fails: "
                          f"{still}")  # fmt: skip
     if not proof["fixes_tried"]:
-        lines.append("No fix proposed by the reading to try: none is printed as proven")
+        lines.append("No fix tried: none is printed as proven")
     elif not any(outcome["trains"] for outcome in proof["fixes_tried"]):
         lines.append("No proven fix")
     return "\n".join(lines)
