@@ -22,14 +22,16 @@ def _doctor(python: str, *arguments: str) -> subprocess.CompletedProcess:
                           timeout=1800, env=environment)  # fmt: skip
 
 
-def test_a_fix_in_words_proposes_nothing_to_run_and_pins_are_tried_before_installs():
+def test_a_fix_in_words_proposes_nothing_to_run_and_pins_then_a_newer_trainer_are_tried_before_installs():
     assert requirement_options("pip install 'vllm<0.12.0' or 'trl>=0.27.0'") == [["vllm<0.12.0"], ["trl>=0.27.0"]]
     assert requirement_options("install a transformers release that has X, or a trl release that ...") == []
     findings = [
         {"kind": "missing-module", "message": "No module named 'vllm'", "fix": "pip install vllm"},
         {"kind": "missing-name", "message": "...", "fix": "pip install 'transformers<5.3.0' or 'trl>=0.27.0'"},
     ]
-    assert proposed_changes([], findings) == [["transformers<5.3.0"], ["trl>=0.27.0"]]
+    assert proposed_changes([], findings, "trl>0.21.0") == [
+        ["transformers<5.3.0"], ["trl>=0.27.0"], ["trl>0.21.0"], ["vllm"]
+    ]  # fmt: skip
 
 
 def test_plain_doctor_says_its_answer_is_a_reading():

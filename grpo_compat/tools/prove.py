@@ -92,17 +92,20 @@ def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, st
     return about[0] if len(about) == 1 else None
 
 
-def proposed_changes(failed: list[dict[str, Any]], findings: list[dict[str, str]]) -> list[list[str]]:
-    """Changes to try, best first: the fixes of the findings that caused what the run met (in its order), then those
-    of the other findings; a version pin before installing a package; at most MAX_TRIED_FIXES."""
+def proposed_changes(
+    failed: list[dict[str, Any]], findings: list[dict[str, str]], newer_stack: str | None = None
+) -> list[list[str]]:
+    """Changes to try, best first: the version pins of the reading's fixes (those of the findings that caused what
+    the run met first, in its order), then ``newer_stack`` (a newer release of the trainer's own package, where
+    uv's resolution with the rest of the set allows one), then the packages the fixes install."""
     ordered = [item["finding"] for item in failed if item.get("finding")] + findings
     changes: list[list[str]] = []
     for finding in ordered:
         for change in requirement_options(finding.get("fix", "")):
             if change not in changes:
                 changes.append(change)
-    changes.sort(key=lambda change: not any(re.search(r"[<>=!~]", spec) for spec in change))  # pins first, stable
-    return changes[:MAX_TRIED_FIXES]
+    pins = [change for change in changes if any(re.search(r"[<>=!~]", spec) for spec in change)]
+    return pins + ([[newer_stack]] if newer_stack else []) + [change for change in changes if change not in pins]
 
 
 def requirement_options(fix: str) -> list[list[str]]:
@@ -243,8 +246,12 @@ def prove_change(
     except EnvBuildError as error:
         outcome["error"] = f"uv cannot build it: {uv_error(error)}"
     else:
-        outcome["moved"] = {name: f"{installed.get(name, 'none')} -> {version}" for name, version in resolved.items()
-                            if installed.get(name) != version}  # fmt: skip
+        moved = {name: version for name, version in resolved.items() if installed.get(name) != version}
+        outcome["moved"] = {name: f"{installed.get(name, 'none')} -> {version}" for name, version in moved.items()}
+        # what ran, exactly: a range ("trl>=0.17") left to the user's pip could resolve to another set
+        outcome["command"] = "pip install " + " ".join(
+            f"'{name}=={version}'" for name, version in sorted(moved.items())
+        )
         outcome["probe"] = run_probe(str(env_python), stack, settings)
         outcome["trains"] = bool(outcome["probe"].get("trains"))
     outcome["seconds"] = round(time.monotonic() - started, 1)
@@ -259,6 +266,7 @@ def prove(
 ) -> dict[str, Any]:
     """``grpo-compat doctor --prove``: the probe of this interpreter's set, its failures with causes, fixes tried."""
     import grpo_compat.static_check as static_check
+    from grpo_compat.core.versions import installed_version
     from grpo_compat.static_check.files import Install
     from grpo_compat.static_check.imports import trainers_in_use
 
@@ -270,7 +278,8 @@ def prove(
     failed = failures(probe, findings)
     tried = []
     if not probe.get("trains") and probe.get("phase") != "imported":
-        for change in proposed_changes(failed, findings)[:fixes]:
+        newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
+        for change in proposed_changes(failed, findings, newer)[:fixes]:
             if progress:
                 progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
             tried.append(prove_change(sys.executable, stack, change, settings or {}, progress))
