@@ -29,14 +29,7 @@ import time
 import traceback
 from typing import Any
 
-# the entry of each stack's GRPO trainer, newest layout first (ms-swift 3.x: swift.trainers.rlhf_trainer)
-TRAINERS = {
-    "trl": (("trl.trainer.grpo_trainer", "GRPOTrainer"),),
-    "ms-swift": (
-        ("swift.rlhf_trainers.grpo_trainer", "GRPOTrainer"),
-        ("swift.trainers.rlhf_trainer.grpo_trainer", "GRPOTrainer"),
-    ),
-}
+STACKS = ("trl", "ms-swift")
 MAX_ATTEMPTS = 40  # each attempt stands in for one more missing module or name
 CANNOT_IMPORT_NAME = re.compile(r"cannot import name '([^']+)' from '([^']+)'")
 
@@ -180,8 +173,7 @@ def probe(stack: str, config: dict[str, Any]) -> dict[str, Any]:
     """The probe's result: trains (bool), phase, missing (in order), error; see the module's docstring."""
     result: dict[str, Any] = {"stack": stack, "trains": False, "phase": "import", "missing": [], "error": None}
     started = time.perf_counter()
-    entries = TRAINERS[stack]
-    entry = next((e for e in entries if importlib.util.find_spec(e[0].split(".")[0]) and _exists(e[0])), entries[0])
+    entry = trainer_entry(stack)
     result["trainer"] = ".".join(entry)
     result["missing"], result["error"], trainer_class = import_recording(*entry)
     result["import_s"] = round(time.perf_counter() - started, 2)
@@ -198,16 +190,21 @@ def probe(stack: str, config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _exists(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent that fails to import: the entry exists, its import is the probe's
-        return True
+def trainer_entry(stack: str) -> tuple[str, str]:
+    """(module, class) of the stack's GRPO trainer in this set, found by the static check's file lookup (importing
+    nothing: ms-swift 4's module, else 3.x's)."""
+    from grpo_compat.static_check import SWIFT_TRAINER_3X, TRAINER_CLASSES
+    from grpo_compat.static_check.files import Install
+
+    entry = TRAINER_CLASSES[stack]
+    if stack == "ms-swift" and Install().find(entry[0]) is None:
+        return SWIFT_TRAINER_3X
+    return entry
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trainer", choices=tuple(TRAINERS), required=True)
+    parser.add_argument("--trainer", choices=STACKS, required=True)
     parser.add_argument("--settings", default="{}", help="GRPOConfig settings as a JSON object (a user's config)")
     args = parser.parse_args(argv)
     config = json.loads(args.settings)
