@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="measure these sets only")
     parser.add_argument("--output", default=".matrix/prove-sets.jsonl")
+    parser.add_argument("--summary", action="store_true", help="summarise --output's records (the last of each set)")
     args = parser.parse_args(argv)
+    if args.summary:
+        latest = {r["name"]: r for r in map(json.loads, Path(args.output).read_text().splitlines())}
+        print(json.dumps(summary(list(latest.values())), indent=1))
+        return 0
     entries = [e for e in tomllib.loads(SETS.read_text())["set"] if not args.only or e["name"] in args.only]
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ def test_every_unguarded_missing_module_and_name_is_recorded_in_import_order(tmp
 
             class Trainer(Engine):
                 guarded = optional_extra
+                group = Engine.create(port=0)  # a missing module's class used at import: a stand-in too
         """,
     })  # fmt: skip
     assert [(m["kind"], m["name"]) for m in result["missing"]] == [
@@ -65,7 +66,8 @@ def test_an_error_of_another_kind_stops_the_import_and_is_recorded(tmp_path: Pat
     })  # fmt: skip
     assert [m["name"] for m in result["missing"]] == ["gone"]
     assert result["error"] == {
-        "type": "RuntimeError", "message": "operator torchvision::nms does not exist", "where": "app.trainer:2"
+        "type": "RuntimeError", "message": "operator torchvision::nms does not exist", "where": "app.trainer:2",
+        "after_stand_ins": True,  # met after a stand-in: the doctor says it may be the stand-in's consequence
     }  # fmt: skip
     assert not result["found"]
 

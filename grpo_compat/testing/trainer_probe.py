@@ -51,9 +51,19 @@ def _stand_in_attribute(module_name: str) -> Any:
     return stand_in
 
 
+class _StandInType(type):
+    """A stand-in class's own attributes are stand-ins too (``StatelessProcessGroup.create``): what the import does
+    with a missing module's names goes on, and stops only on what the installed code itself lacks."""
+
+    def __getattr__(cls, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return stand_in_class(attribute, cls.__module__)
+
+
 def stand_in_class(name: str, module_name: str) -> type:
     """An empty class that takes any arguments and subscripts (``Foo[int]``): what a missing name becomes."""
-    return type(name, (), {
+    return _StandInType(name, (), {
         "__module__": module_name, "__init__": lambda self, *args, **kwargs: None,
         "__class_getitem__": classmethod(lambda cls, item: cls),
     })  # fmt: skip
@@ -110,7 +120,7 @@ def import_recording(module: str, attribute: str) -> tuple[list[dict[str, str]],
             missing.append({"kind": "missing-name", "name": f"{found.group(2)}.{name}", "where": _importer(error)})
             setattr(owner, name, stand_in_class(name, found.group(2)))
         except Exception as error:  # noqa: BLE001 - whatever stops the import is the probe's answer
-            return missing, describe(error), None
+            return missing, describe(error) | ({"after_stand_ins": True} if missing else {}), None
     gave_up = {"type": "RecursionError", "message": f"still failing after {MAX_ATTEMPTS} attempts", "where": ""}
     return missing, gave_up, None
 

@@ -78,7 +78,9 @@ def failures(probe: dict[str, Any], findings: list[dict[str, str]]) -> list[dict
         named.append({**item, "error": what, "finding": _static_cause(item, findings)})  # fmt: skip
     error = probe.get("error")
     if error:
-        named.append({"kind": error["type"], "name": "", "where": error["where"], "error": error["message"],
+        said = error["message"] + (" (met after standing in for the missing above: may be their consequence)"
+                                   if error.get("after_stand_ins") else "")  # fmt: skip
+        named.append({"kind": error["type"], "name": "", "where": error["where"], "error": said,
                       "finding": _finding_about(error["message"], findings), "phase": probe.get("phase")})  # fmt: skip
     return named
 
