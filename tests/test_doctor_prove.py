@@ -94,3 +94,12 @@ def test_a_failure_of_the_run_is_joined_with_the_reading_that_names_the_same_mod
     }
     joined = [item["finding"] for item in failures(probe, findings)]
     assert joined == [findings[0], None, findings[1]]  # mergekit: the reading has nothing on it, and says so
+
+
+def test_a_change_that_gets_further_is_tried_again_with_the_readings_fix_of_what_it_still_meets():
+    from grpo_compat.tools.prove import _with_remaining_fixes
+
+    findings = [{"kind": "missing-module", "message": "No module named 'msgspec'", "fix": "pip install msgspec"}]
+    still = {"missing": [{"kind": "missing-module", "name": "msgspec", "where": "swift.trainers.utils:16"}]}
+    assert _with_remaining_fixes(["trl>=0.17.0"], still, findings) == ["trl>=0.17.0", "msgspec"]
+    assert _with_remaining_fixes(["trl>=0.17.0"], {"missing": [], "error": None}, findings) == []

@@ -55,7 +55,7 @@ def _prove(args: argparse.Namespace) -> int:
     """doctor --prove: the run's answer; exit 0 only when the installed set trained a GRPO step."""
     import json
 
-    from grpo_compat.tools.prove import format_proof, prove
+    from grpo_compat.tools.prove import format_proof, passes, prove
 
     settings: dict = {}
     if args.config:
@@ -70,7 +70,7 @@ def _prove(args: argparse.Namespace) -> int:
 
     proof = prove(settings, None if args.json else progress, fixes=args.prove_fixes)
     print(json.dumps(proof, indent=2) if args.json else format_proof(proof))
-    return 0 if proof["probe"].get("trains") or proof["probe"].get("phase") == "imported" else 1
+    return 0 if passes(proof["probe"]) else 1
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -282,7 +282,7 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--prove-fixes",
         type=int,
-        default=2,
+        default=3,
         metavar="N",
         help="with --prove: how many of the reading's fixes to build and run when the set cannot train (0: none)",
     )

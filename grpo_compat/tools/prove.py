@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 PROBE_TIMEOUT_S = 900
-MAX_TRIED_FIXES = 2  # each try builds an env (a minute or two from uv's cache) and trains a step
+MAX_TRIED_FIXES = 3  # each try builds an env (a minute or two from uv's cache) and trains a step
 PROBE_MODULE = "grpo_compat.testing.trainer_probe"
 Progress = Callable[[str], None]
 
@@ -255,9 +255,25 @@ def prove_change(
             f"'{name}=={version}'" for name, version in sorted(moved.items())
         )
         outcome["probe"] = run_probe(str(env_python), stack, settings)
-        outcome["trains"] = bool(outcome["probe"].get("trains"))
+        outcome["trains"] = passes(outcome["probe"])
     outcome["seconds"] = round(time.monotonic() - started, 1)
     return outcome
+
+
+def passes(probe: dict[str, Any]) -> bool:
+    """The run's success: trl's trainer trained its step; ms-swift's imported (its step is not run by the probe)."""
+    return bool(probe.get("trains")) or probe.get("phase") == "imported"
+
+
+def _with_remaining_fixes(change: list[str], probe: dict[str, Any] | None, findings: list[dict[str, str]]) -> list[str]:
+    """``change`` plus the reading's fix of the first failure still met after it (ms-swift 3.10 + trl 0.15:
+    trl>=0.17.0 leaves msgspec missing, which the reading says to install): a change that got further, completed."""
+    for item in failures(probe or {}, findings):
+        options = requirement_options((item.get("finding") or {}).get("fix", ""))
+        extra = [spec for spec in options[0] if _name(spec) not in {_name(c) for c in change}] if options else []
+        if extra:
+            return [*change, *extra]
+    return []
 
 
 # -- doctor --prove ---------------------------------------------------------------------------------------------------
@@ -278,15 +294,20 @@ def prove(
         progress(f"running the probe: import {stack}'s GRPO trainer, then one GRPO step on a tiny local model")
     probe = run_probe(sys.executable, stack, settings)
     failed = failures(probe, findings)
-    tried = []
-    if not probe.get("trains") and probe.get("phase") != "imported":
+    tried: list[dict[str, Any]] = []
+    if not passes(probe):
         newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
-        for change in proposed_changes(failed, findings, newer)[:fixes]:
+        queue = proposed_changes(failed, findings, newer)
+        while queue and len(tried) < fixes:
+            change = queue.pop(0)
             if progress:
                 progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
             tried.append(prove_change(sys.executable, stack, change, settings or {}, progress))
             if tried[-1]["trains"]:
                 break
+            further = _with_remaining_fixes(change, tried[-1].get("probe"), findings)
+            if further and further not in queue and all(further != t["change"] for t in tried):
+                queue.insert(0, further)
     return {"stack": stack, "probe": probe, "failures": failed, "fixes_tried": tried, "static_check": findings}
 
 
@@ -310,9 +331,11 @@ def format_proof(proof: dict[str, Any]) -> str:
     for outcome in proof["fixes_tried"]:
         if outcome["trains"]:
             moved = ", ".join(f"{n} {v}" for n, v in outcome["moved"].items()) or "nothing else"
-            lines.append(f"Proven fix: {outcome['command']}")
-            lines.append(f"  trained one GRPO step in the installed set plus this change, resolved by uv (moves: "
-                         f"{moved}; {outcome['seconds']} s)")  # fmt: skip
+            trained = outcome["probe"].get("trains")
+            lines.append(f"{'Proven fix' if trained else 'Fix proven to import'}: {outcome['command']}")
+            done = "trained one GRPO step" if trained else "imported ms-swift's GRPO trainer (its step is not run)"
+            lines.append(f"  {done} in the installed set plus this change, resolved by uv (moves: {moved}; "
+                         f"{outcome['seconds']} s)")  # fmt: skip
         else:
             still = outcome.get("error") or _first_failure(outcome["probe"])
             lines.append(f"Tried {outcome['command']} (the installed set plus it, resolved by uv): still fails: "
