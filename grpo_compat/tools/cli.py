@@ -35,6 +35,8 @@ def _doctor(args: argparse.Namespace) -> int:
         print(json.dumps(records, indent=2) if args.json else failure_text(args.failure))
         return 0
 
+    if args.prove:
+        return _prove(args)
     diagnosis = diagnose()
     if args.config:  # a config written for an older trl: what the upgrade changed (grpo_compat.settings.upgrade)
         from pathlib import Path
@@ -51,6 +53,28 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.config and not args.json:
         print(diagnosis["config"] or f"{args.config}: records no older trl than the installed one")
     return 0 if diagnosis["ok"] else 1
+
+
+def _prove(args: argparse.Namespace) -> int:
+    """doctor --prove: the run's answer; exit 0 only when the installed set trained a GRPO step."""
+    import json
+
+    from grpo_compat.tools.prove import format_proof, passes, prove
+
+    settings: dict = {}
+    if args.config:
+        from pathlib import Path
+
+        from grpo_compat.tools.preflight import load_config_file
+
+        settings = load_config_file(Path(args.config))
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    proof = prove(settings, None if args.json else progress, fixes=args.prove_fixes)
+    print(json.dumps(proof, indent=2) if args.json else format_proof(proof))
+    return 0 if passes(proof["probe"]) else 1
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -310,7 +334,21 @@ def build_parser() -> ArgumentParser:
     doctor.add_argument(
         "--config",
         metavar="FILE",
-        help="a trl config that records its trl (# trl_version: X): what the upgrade changed",
+        help="a trl config that records its trl (# trl_version: X): what the upgrade changed; with --prove, the "
+        "settings the run trains with",
+    )
+    doctor.add_argument(
+        "--prove",
+        action="store_true",
+        help="run it: import the GRPO trainer and train one step on a tiny local model (a subprocess), then prove "
+        "the reading's fix in a throwaway env built by uv; exits non-zero when the set cannot train",
+    )
+    doctor.add_argument(
+        "--prove-fixes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="with --prove: how many of the reading's fixes to build and run when the set cannot train (0: none)",
     )
     doctor.set_defaults(run=_doctor)
     check = commands.add_parser(

@@ -259,9 +259,12 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
             f"installed, {len(diagnosis.get('other_failures', []))} other known failures "
             "(grpo-compat doctor --all)"
         )
+    lines.append(READING_NOT_RUN)
     return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)
 
 
+# Plain doctor imports nothing upstream: what it says is a reading, and the run that proves it is one flag away.
+READING_NOT_RUN = "read from the installed code, not run: grpo-compat doctor --prove runs it"
 FAILURE_COMMAND = "grpo-compat doctor --failure"
 
 

@@ -1,0 +1,356 @@
+"""``grpo-compat doctor --prove``: whether the installed set trains, found by running it, and fixes printed only after
+they ran.
+
+The probe (grpo_compat.testing.trainer_probe) runs in a subprocess of the checked interpreter: it imports the GRPO
+trainer the stack uses, recording every missing module and name the import meets, then trains one GRPO step on the
+tiny local Qwen2. Each failure is named with the static check's cause where the reading has one (same module, same
+name). A fix the reading proposes is then proven: the installed set plus the change, resolved together by uv (so
+every installed package's declared bounds hold, and the installed versions stay where the change allows), is
+built into a throwaway env cached by the resolved set, and the probe runs there. Only a change that trains is printed
+as proven, with the command to run; otherwise what was tried and what still failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PROBE_TIMEOUT_S = 900
+MAX_TRIED_FIXES = 3  # each try builds an env (a minute or two from uv's cache) and trains a step
+PROBE_MODULE = "grpo_compat.testing.trainer_probe"
+Progress = Callable[[str], None]
+
+
+def run_probe(python: str, stack: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The probe's result in the interpreter ``python`` (see trainer_probe.probe); a crash is a failure to train."""
+    command = [python, "-m", PROBE_MODULE, "--trainer", stack, "--settings", json.dumps(settings or {})]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=environment)
+    except subprocess.TimeoutExpired:
+        message = f"the probe ran past {PROBE_TIMEOUT_S} s"
+        return {"stack": stack, "trains": False, "phase": "timeout", "missing": [], "error": {"type": "Timeout",
+                "message": message, "where": ""}}  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        error = {"type": f"exit {done.returncode}", "message": " | ".join(tail), "where": ""}
+        result = {"stack": stack, "trains": False, "phase": "crashed", "missing": [], "error": error}
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    return result
+
+
+# -- the probe's failures, with the reading's causes -----------------------------------------------------------------
+
+
+def _static_cause(item: dict[str, str], findings: list[dict[str, str]]) -> dict[str, str] | None:
+    """The static finding about the same missing module (or the same name of the same module), if any."""
+    if item["kind"] == "missing-module":
+        said = f"No module named '{item['name']}'"
+        return next((f for f in findings if f["kind"] == "missing-module" and said in f["message"]), None)
+    module, _, name = item["name"].rpartition(".")
+    said = f"cannot import name '{name}' from '{module}'"
+    return next((f for f in findings if f["kind"] == "missing-name" and said in f["message"]), None)
+
+
+def failures(probe: dict[str, Any], findings: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """What stops training, in the order the run met it: each with the reading's finding where it has one."""
+    named = []
+    for item in probe.get("missing") or []:
+        what = (
+            f"No module named '{item['name']}'"
+            if item["kind"] == "missing-module"
+            else (f"cannot import name '{item['name'].rpartition('.')[2]}' from '{item['name'].rpartition('.')[0]}'")
+        )
+        named.append({**item, "error": what, "finding": _static_cause(item, findings)})  # fmt: skip
+    error = probe.get("error")
+    if error:
+        said = error["message"] + (" (met after standing in for the missing above: may be their consequence)"
+                                   if error.get("after_stand_ins") else "")  # fmt: skip
+        named.append({"kind": error["type"], "name": "", "where": error["where"], "error": said,
+                      "finding": _finding_about(error["message"], findings), "phase": probe.get("phase")})  # fmt: skip
+    return named
+
+
+def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, str] | None:
+    """The reading's override / keyword finding on what an error names: a qualified name (``Class.method``) or a
+    quoted name (an unexpected keyword), where exactly one finding names it."""
+    qualified = re.findall(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\b", message)
+    names = {*qualified, *re.findall(r"'([A-Za-z_]\w{3,})'", message)}
+    about = [f for f in findings if f["kind"] in ("override", "keyword") and any(n in f["message"] for n in names)]
+    return about[0] if len(about) == 1 else None
+
+
+def proposed_changes(
+    failed: list[dict[str, Any]], findings: list[dict[str, str]], newer_stack: str | None = None
+) -> list[list[str]]:
+    """Changes to try, best first: the version pins of the reading's fixes (those of the findings that caused what
+    the run met first, in its order), then ``newer_stack`` (a newer release of the trainer's own package, where
+    uv's resolution with the rest of the set allows one), then the packages the fixes install."""
+    ordered = [item["finding"] for item in failed if item.get("finding")] + findings
+    changes: list[list[str]] = []
+    for finding in ordered:
+        for change in requirement_options(finding.get("fix", "")):
+            if change not in changes:
+                changes.append(change)
+    pins = [change for change in changes if any(re.search(r"[<>=!~]", spec) for spec in change)]
+    return pins + ([[newer_stack]] if newer_stack else []) + [change for change in changes if change not in pins]
+
+
+def requirement_options(fix: str) -> list[list[str]]:
+    """``pip install 'a<2' or 'b>=3'`` -> [['a<2'], ['b>=3']]; a fix in words proposes nothing to run."""
+    if not fix.startswith("pip install "):
+        return []
+    options = []
+    for option in fix.removeprefix("pip install ").split(" or "):
+        specs = [spec.strip("'\"") for spec in option.split()]
+        if specs and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],]*([<>=!~].*)?", s) for s in specs):
+            options.append(specs)
+    return options
+
+
+# -- throwaway envs: a set resolved by uv, cached by the resolved set ------------------------------------------------
+
+
+def prove_envs_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "grpo_compat", "prove-envs")
+
+
+def installed_set(python: str) -> dict[str, str]:
+    """Every distribution of the interpreter ``python``'s environment and its version (pip freeze, as a dict)."""
+    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))"  # noqa: E501
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _name(spec: str) -> str:
+    from grpo_compat.matrix.cells import normalised_name
+
+    return normalised_name(re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0])
+
+
+def resolve(requirements: list[str], preferred: dict[str, str], folder: Path, progress: Progress | None = None) -> str:
+    """uv's resolution of ``requirements``, keeping ``preferred`` versions where they allow (pip-compile's output file
+    seeded with them is what uv prefers); torch from pip's find-links (the CPU wheel). The resolved pins, as text."""
+    from grpo_compat.matrix.envs import _run, pip_find_links, uv_command
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted, resolved, log = folder / "requirements.in", folder / "requirements.txt", folder / "resolve.log"
+    wanted.write_text("\n".join(requirements) + "\n")
+    resolved.write_text("".join(f"{name}=={version}\n" for name, version in sorted(preferred.items())))
+    log.write_text("")
+    links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    compile_ = [*uv_command(), "pip", "compile", "--quiet", "--python", sys.executable, "--no-header", *links]
+    _run([*compile_, str(wanted), "-o", str(resolved)], log, "resolving the set with uv", progress)
+    return "".join(line + "\n" for line in resolved.read_text().splitlines() if line and not line.startswith("#"))
+
+
+def build_env(
+    requirements: list[str], preferred: dict[str, str] | None = None, progress: Progress | None = None
+) -> tuple[Path, dict[str, str]]:
+    """The python of a throwaway env holding ``requirements`` resolved by uv (``preferred``: versions kept where the
+    requirements allow) and grpo_compat from the source this process runs; reused while the resolved set is the same.
+    Returns (python, the resolved pins)."""
+    from grpo_compat.matrix.envs import _pin, _run, pip_find_links, uv_command
+
+    root = prove_envs_folder()
+    scratch = Path(tempfile.mkdtemp(prefix="resolve-", dir=_made(root)))
+    try:
+        pins = resolve(requirements, preferred or {}, scratch, progress)
+    finally:
+        log = (scratch / "resolve.log").read_text() if (scratch / "resolve.log").exists() else ""
+        shutil.rmtree(scratch, ignore_errors=True)
+        (root / "last-resolve.log").write_text(log)
+    resolved = dict(pin for pin in map(_pin, pins.splitlines()) if pin)
+    key = hashlib.sha256(f"{sys.version}\n{pins}".encode()).hexdigest()[:16]
+    env = root / key
+    python = env / "bin" / "python"
+    if (env / ".grpo-compat-prove-env").exists() and python.exists():
+        _link_grpo_compat(env)
+        return python, resolved
+    shutil.rmtree(env, ignore_errors=True)
+    log = root / f"{key}.log"
+    log.write_text("")
+    uv = uv_command()
+    _run([*uv, "venv", "--quiet", "--python", sys.executable, str(env)], log, "creating the env", progress)
+    (env / "requirements.txt").write_text(pins)
+    links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    install = [*uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python), *links]
+    _run([*install, "-r", str(env / "requirements.txt")], log, f"installing {len(resolved)} packages", progress)
+    _link_grpo_compat(env)
+    (env / ".grpo-compat-prove-env").write_text(pins)
+    return python, resolved
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _link_grpo_compat(env: Path) -> None:
+    """grpo_compat in the env: this process's own package, by a link (nothing installed, its code live)."""
+    import grpo_compat
+
+    source = env / "grpo_compat_source"
+    link = source / "grpo_compat"
+    package = Path(grpo_compat.__file__).resolve().parent
+    if not (link.is_symlink() and link.resolve() == package):
+        source.mkdir(exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(package, target_is_directory=True)
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    done = subprocess.run([str(env / "bin" / "python"), "-c", where], capture_output=True, text=True, check=True)
+    Path(done.stdout.strip(), "_grpo_compat_source.pth").write_text(f"{source}\n")
+
+
+def _own_dependencies() -> list[str]:
+    from grpo_compat.matrix.envs import _own_dependencies as own
+
+    return own() or ["packaging", "PyYAML"]
+
+
+def with_change(installed: dict[str, str], change: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The requirements and preferences of ``installed`` plus ``change``: every installed distribution by name (its
+    version preferred), a changed one by the change's specifier; torch stays the installed build."""
+    changed = {_name(spec) for spec in change}
+    kept = {name: version for name, version in installed.items() if _name(name) not in {*changed, "grpo-compat"}}
+    requirements = [f"torch=={kept['torch']}" if _name(name) == "torch" else name for name in sorted(kept)]
+    return [*requirements, *change, *_own_dependencies()], kept
+
+
+def prove_change(
+    python: str, stack: str, change: list[str], settings: dict[str, Any], progress: Progress | None = None
+) -> dict[str, Any]:
+    """Build the set of ``python`` plus ``change`` and probe it: {change, command, trains, probe | error, seconds}."""
+    from grpo_compat.matrix.envs import EnvBuildError, uv_error
+
+    started = time.monotonic()
+    command = "pip install " + " ".join(f"'{spec}'" for spec in change)
+    outcome: dict[str, Any] = {"change": change, "command": command, "trains": False}
+    installed = {_name(name): version for name, version in installed_set(python).items()}
+    requirements, preferred = with_change(installed, change)
+    try:
+        env_python, resolved = build_env(requirements, preferred, progress)
+    except EnvBuildError as error:
+        outcome["error"] = f"uv cannot build it: {uv_error(error)}"
+    else:
+        moved = {name: version for name, version in resolved.items() if installed.get(name) != version}
+        outcome["moved"] = {name: f"{installed.get(name, 'none')} -> {version}" for name, version in moved.items()}
+        # what ran, exactly: a range ("trl>=0.17") left to the user's pip could resolve to another set
+        outcome["command"] = "pip install " + " ".join(
+            f"'{name}=={version}'" for name, version in sorted(moved.items())
+        )
+        outcome["probe"] = run_probe(str(env_python), stack, settings)
+        outcome["trains"] = passes(outcome["probe"])
+    outcome["seconds"] = round(time.monotonic() - started, 1)
+    return outcome
+
+
+def passes(probe: dict[str, Any]) -> bool:
+    """The run's success: trl's trainer trained its step; ms-swift's imported (its step is not run by the probe)."""
+    return bool(probe.get("trains")) or probe.get("phase") == "imported"
+
+
+def _with_remaining_fixes(change: list[str], probe: dict[str, Any] | None, findings: list[dict[str, str]]) -> list[str]:
+    """``change`` plus the reading's fix of the first failure still met after it (ms-swift 3.10 + trl 0.15:
+    trl>=0.17.0 leaves msgspec missing, which the reading says to install): a change that got further, completed."""
+    for item in failures(probe or {}, findings):
+        options = requirement_options((item.get("finding") or {}).get("fix", ""))
+        extra = [spec for spec in options[0] if _name(spec) not in {_name(c) for c in change}] if options else []
+        if extra:
+            return [*change, *extra]
+    return []
+
+
+# -- doctor --prove ---------------------------------------------------------------------------------------------------
+
+
+def prove(
+    settings: dict[str, Any] | None = None, progress: Progress | None = None, fixes: int = MAX_TRIED_FIXES
+) -> dict[str, Any]:
+    """``grpo-compat doctor --prove``: the probe of this interpreter's set, its failures with causes, fixes tried."""
+    import grpo_compat.static_check as static_check
+    from grpo_compat.core.versions import installed_version
+    from grpo_compat.static_check.files import Install
+    from grpo_compat.static_check.imports import trainers_in_use
+
+    stack = trainers_in_use(Install())[0]
+    findings = [finding.to_dict() for finding in static_check.check()]
+    if progress:
+        progress(f"running the probe: import {stack}'s GRPO trainer, then one GRPO step on a tiny local model")
+    probe = run_probe(sys.executable, stack, settings)
+    failed = failures(probe, findings)
+    tried: list[dict[str, Any]] = []
+    if not passes(probe):
+        newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
+        queue = proposed_changes(failed, findings, newer)
+        while queue and len(tried) < fixes:
+            change = queue.pop(0)
+            if progress:
+                progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
+            tried.append(prove_change(sys.executable, stack, change, settings or {}, progress))
+            if tried[-1]["trains"]:
+                break
+            further = _with_remaining_fixes(change, tried[-1].get("probe"), findings)
+            if further and further not in queue and all(further != t["change"] for t in tried):
+                queue.insert(0, further)
+    return {"stack": stack, "probe": probe, "failures": failed, "fixes_tried": tried, "static_check": findings}
+
+
+def format_proof(proof: dict[str, Any]) -> str:
+    probe = proof["probe"]
+    trainer = probe.get("trainer", proof["stack"])
+    if probe.get("trains"):
+        return f"Run: trains: {trainer} imported and trained one GRPO step on a tiny local model ({probe['wall_s']} s)"
+    if probe.get("phase") == "imported":
+        return (f"Run: {trainer} imports ({probe['wall_s']} s); the one-step run covers trl's trainer only, so "
+                "ms-swift's training is not proven")  # fmt: skip
+    missing = probe.get("missing") or []
+    where = f"the import of {trainer}" if probe.get("phase") == "import" else f"the {probe.get('phase')} phase"
+    lines = [f"Run: cannot train: {where} fails ({probe.get('wall_s')} s)"]
+    if missing:
+        lines.append(f"  the import meets {len(missing)} missing, in order:")
+    for number, item in enumerate(proof["failures"], 1):
+        lines.append(f"  {number}. {item['error']} (at {item['where'] or '?'})")
+        if item.get("finding"):
+            lines.append(f"     why: {item['finding']['message']} ({item['finding']['where']})")
+    for outcome in proof["fixes_tried"]:
+        if outcome["trains"]:
+            moved = ", ".join(f"{n} {v}" for n, v in outcome["moved"].items()) or "nothing else"
+            trained = outcome["probe"].get("trains")
+            lines.append(f"{'Proven fix' if trained else 'Fix proven to import'}: {outcome['command']}")
+            done = "trained one GRPO step" if trained else "imported ms-swift's GRPO trainer (its step is not run)"
+            lines.append(f"  {done} in the installed set plus this change, resolved by uv (moves: {moved}; "
+                         f"{outcome['seconds']} s)")  # fmt: skip
+        else:
+            still = outcome.get("error") or _first_failure(outcome["probe"])
+            lines.append(f"Tried {outcome['command']} (the installed set plus it, resolved by uv): still fails: "
+                         f"{still}")  # fmt: skip
+    if not proof["fixes_tried"]:
+        lines.append("No fix tried: none is printed as proven")
+    elif not any(outcome["trains"] for outcome in proof["fixes_tried"]):
+        lines.append("No proven fix")
+    return "\n".join(lines)
+
+
+def _first_failure(probe: dict[str, Any]) -> str:
+    missing = probe.get("missing") or []
+    if missing:
+        return f"{missing[0]['kind']} {missing[0]['name']} (and {len(missing) - 1} more)" if len(missing) > 1 else (
+            f"{missing[0]['kind']} {missing[0]['name']}")  # fmt: skip
+    error = probe.get("error") or {}
+    return f"{error.get('type')}: {str(error.get('message'))[:200]} ({probe.get('phase')})"

@@ -1,0 +1,127 @@
+"""Measure plain `grpo-compat doctor` (a reading) against `doctor --prove` (a run) on the sets of
+tests/fixtures/prove_sets.toml: each set built by uv from its pins (torch 2.13 CPU), sequentially.
+
+    python -m matrix.prove_sets [--only NAME ...] [--output .matrix/prove-sets.jsonl]
+
+One JSON line per set: the resolved versions, plain doctor's findings and time (cold: a new set has no cached
+reading), the run's verdict and failures, the fixes tried and whether they trained. Then the summary: precision and
+recall of the reading against the run, and recall counting only proven fixes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import tomllib
+
+from grpo_compat.matrix.envs import EnvBuildError, uv_error
+from grpo_compat.tools.prove import build_env
+
+SETS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "prove_sets.toml"
+ALWAYS = ["torch==2.13.0+cpu", "datasets", "packaging", "PyYAML"]
+
+
+def cli(python: Path, *arguments: str, timeout: float = 3600) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    done = subprocess.run([str(python), "-m", "grpo_compat", *arguments], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    return done, round(time.monotonic() - started, 2)
+
+
+def measure(entry: dict) -> dict:
+    record: dict = {"name": entry["name"], "pins": entry["pins"]}
+    started = time.monotonic()
+    try:
+        python, resolved = build_env([*entry["pins"], *ALWAYS], progress=lambda m: print(f"  {m}", flush=True))
+    except EnvBuildError as error:
+        record["unresolvable"] = uv_error(error)
+        return record
+    record["build_s"] = round(time.monotonic() - started, 1)
+    names = ("trl", "transformers", "ms-swift", "torch", "peft", "accelerate")
+    record["versions"] = {name: resolved.get(name) for name in names}
+    doctor, record["doctor_s"] = cli(python, "doctor", "--json")
+    diagnosis = json.loads(doctor.stdout) if doctor.stdout.strip().startswith("{") else {}
+    record["doctor_exit"] = doctor.returncode
+    findings = diagnosis.get("static_check", [])
+    record["doctor_findings"] = [f"{f['kind']}: {f['message']} -> {f['fix']}" for f in findings]
+    record["doctor_errors"] = [p["message"] for p in diagnosis.get("problems", []) if p["severity"] == "error"]
+    proved, record["prove_s"] = cli(python, "doctor", "--prove", "--json")
+    proof = json.loads(proved.stdout) if proved.stdout.strip().startswith("{") else {}
+    record["prove_exit"] = proved.returncode
+    if not proof:
+        record["prove_crash"] = (proved.stderr or proved.stdout)[-1500:]
+        return record
+    probe = proof["probe"]
+    record["trains"] = bool(probe.get("trains"))
+    record["phase"] = probe.get("phase")
+    record["failures"] = [f"{f['kind']} {f['name']}: {f['error'][:300]} (at {f['where']}); reading: "
+                          f"{'yes' if f.get('finding') else 'no'}" for f in proof["failures"]]  # fmt: skip
+    record["fixes_tried"] = []
+    for outcome in proof["fixes_tried"]:
+        after = outcome.get("probe") or {}
+        still = [m["name"] for m in after.get("missing", [])]
+        if after.get("error"):
+            still.append(f"{after['error']['type']}: {after['error']['message'][:200]} ({after.get('phase')})")
+        tried = {k: outcome.get(k) for k in ("command", "trains", "seconds", "moved", "error")}
+        record["fixes_tried"].append(tried | {"still": None if outcome["trains"] else still})
+    return record
+
+
+def summary(records: list[dict], first: list[dict] | None = None) -> dict:
+    """Precision and recall of plain doctor's reading against the run, over the last record of each set; the cold
+    doctor time from the first (a set measured again has its reading cached)."""
+    judged = [r for r in records if "trains" in r]
+    failing = [r for r in judged if not r["trains"] and r.get("phase") != "imported"]
+    flagged = [r for r in judged if r["doctor_findings"] or r["doctor_errors"]]
+    true_flags = [r for r in flagged if r in failing]
+    proven = [r for r in failing if any(t["trains"] for t in r["fixes_tried"])]
+    doctor_times = sorted(r["doctor_s"] for r in (first or records) if "doctor_s" in r)
+    return {
+        "sets": len(records),
+        "unresolvable": [r["name"] for r in records if "unresolvable" in r],
+        "import_only (ms-swift: its step is not run)": [r["name"] for r in records if r.get("phase") == "imported"],
+        "judged": len(judged),
+        "failing": [r["name"] for r in failing],
+        "reading_flags": len(flagged),
+        "precision": f"{len(true_flags)}/{len(flagged)}",
+        "recall": f"{len(true_flags)}/{len(failing)}",
+        "recall_proven_fix": f"{len(proven)}/{len(failing)}",
+        "false_findings_on_training_sets": [r["name"] for r in flagged if r not in failing],
+        "doctor_cold_s": doctor_times,
+        "time_to_proven_fix_s": {r["name"]: r["prove_s"] for r in proven},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="measure these sets only")
+    parser.add_argument("--output", default=".matrix/prove-sets.jsonl")
+    parser.add_argument("--summary", action="store_true", help="summarise --output's records (the last of each set)")
+    args = parser.parse_args(argv)
+    if args.summary:
+        records = [json.loads(line) for line in Path(args.output).read_text().splitlines()]
+        latest, first = {r["name"]: r for r in records}, {r["name"]: r for r in reversed(records)}
+        print(json.dumps(summary(list(latest.values()), list(first.values())), indent=1))
+        return 0
+    entries = [e for e in tomllib.loads(SETS.read_text())["set"] if not args.only or e["name"] in args.only]
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    records = []
+    for entry in entries:
+        print(f"{entry['name']}: {', '.join(entry['pins'])}", flush=True)
+        record = measure(entry)
+        records.append(record)
+        with output.open("a") as out:
+            out.write(json.dumps(record) + "\n")
+        print(json.dumps(record, indent=1), flush=True)
+    print(json.dumps(summary(records), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""`grpo-compat doctor --prove` (grpo_compat.tools.prove): the run's verdict on real installed sets, and how a
+failing run's fixes are chosen."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo_compat.tools.prove import proposed_changes, requirement_options
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _doctor(python: str, *arguments: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([python, "-m", "grpo_compat", "doctor", *arguments], capture_output=True, text=True,
+                          timeout=1800, env=environment)  # fmt: skip
+
+
+def test_a_fix_in_words_proposes_nothing_to_run_and_pins_then_a_newer_trainer_are_tried_before_installs():
+    assert requirement_options("pip install 'vllm<0.12.0' or 'trl>=0.27.0'") == [["vllm<0.12.0"], ["trl>=0.27.0"]]
+    assert requirement_options("install a transformers release that has X, or a trl release that ...") == []
+    findings = [
+        {"kind": "missing-module", "message": "No module named 'vllm'", "fix": "pip install vllm"},
+        {"kind": "missing-name", "message": "...", "fix": "pip install 'transformers<5.3.0' or 'trl>=0.27.0'"},
+    ]
+    assert proposed_changes([], findings, "trl>0.21.0") == [
+        ["transformers<5.3.0"], ["trl>=0.27.0"], ["trl>0.21.0"], ["vllm"]
+    ]  # fmt: skip
+
+
+def test_plain_doctor_says_its_answer_is_a_reading():
+    done = _doctor(sys.executable)
+    assert "read from the installed code, not run: grpo-compat doctor --prove runs it" in done.stdout
+
+
+@pytest.mark.slow
+def test_doctor_prove_exits_0_where_the_set_trains():
+    done = _doctor(sys.executable, "--prove")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Run: trains" in done.stdout
+
+
+@pytest.mark.slow
+def test_doctor_prove_exits_non_zero_naming_every_missing_module_of_a_set_that_cannot_import():
+    from grpo_compat.tools.prove import build_env
+
+    # trl 0.24's GRPO trainer on transformers 5.23: several modules it imports unguarded are not installed
+    python, resolved = build_env(["trl==0.24.0", "transformers==5.23.0", "torch==2.13.0+cpu", "datasets", "PyYAML"])
+    assert resolved["trl"] == "0.24.0"
+    done = _doctor(str(python), "--prove", "--json", "--prove-fixes", "0")
+    assert done.returncode == 1, done.stderr[-2000:]
+    proof = json.loads(done.stdout)
+    missing = [item["name"] for item in proof["probe"]["missing"] if item["kind"] == "missing-module"]
+    assert len(missing) >= 2, proof["probe"]  # all of them, not the first only
+    assert len(set(missing)) == len(missing)
+    absent = subprocess.run(
+        [str(python), "-c", f"import importlib.util; print([importlib.util.find_spec(m) for m in {missing!r}])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert absent.stdout.strip() == repr([None] * len(missing))  # each one named is truly not installed
+    text = _doctor(str(python), "--prove", "--prove-fixes", "0")
+    assert text.returncode == 1
+    assert all(f"No module named '{name}'" in text.stdout for name in missing), text.stdout
+
+
+def test_a_failure_of_the_run_is_joined_with_the_reading_that_names_the_same_module_name_or_method():
+    from grpo_compat.tools.prove import failures
+
+    findings = [
+        {"kind": "missing-module", "message": "trl 0.24.0 imports weave ...: No module named 'weave'", "fix": ""},
+        {
+            "kind": "override",
+            "message": "transformers 4.52.4 calls GRPOTrainer._get_train_sampler with 1 ...",
+            "fix": "",
+        },
+    ]
+    probe = {
+        "missing": [
+            {"kind": "missing-module", "name": "weave", "where": "trl.trainer.callbacks:40"},
+            {"kind": "missing-module", "name": "mergekit", "where": "trl.mergekit_utils:20"},
+        ],
+        "error": {
+            "type": "TypeError",
+            "message": "GRPOTrainer._get_train_sampler() takes 1 positional argument but 2 were given",
+            "where": "transformers.trainer:1031",
+        },
+        "phase": "step",
+    }
+    joined = [item["finding"] for item in failures(probe, findings)]
+    assert joined == [findings[0], None, findings[1]]  # mergekit: the reading has nothing on it, and says so
+
+
+def test_a_change_that_gets_further_is_tried_again_with_the_readings_fix_of_what_it_still_meets():
+    from grpo_compat.tools.prove import _with_remaining_fixes
+
+    findings = [{"kind": "missing-module", "message": "No module named 'msgspec'", "fix": "pip install msgspec"}]
+    still = {"missing": [{"kind": "missing-module", "name": "msgspec", "where": "swift.trainers.utils:16"}]}
+    assert _with_remaining_fixes(["trl>=0.17.0"], still, findings) == ["trl>=0.17.0", "msgspec"]
+    assert _with_remaining_fixes(["trl>=0.17.0"], {"missing": [], "error": None}, findings) == []
