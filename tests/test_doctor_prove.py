@@ -36,7 +36,7 @@ def test_a_fix_in_words_proposes_nothing_to_run_and_pins_then_a_newer_trainer_ar
 
 def test_plain_doctor_says_its_answer_is_a_reading():
     done = _doctor(sys.executable)
-    assert "read from the installed code, not run: grpo-compat doctor --prove runs it" in done.stdout
+    assert "All of this is read from the installed code, not run; `grpo-compat doctor --prove` runs it." in done.stdout
 
 
 @pytest.mark.slow

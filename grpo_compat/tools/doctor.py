@@ -224,10 +224,7 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
     lines.append("Environment problems:" if diagnosis["problems"] else "Environment problems: none found")
     if diagnosis.get("static_check") is not None:
         found = len(diagnosis["static_check"])
-        lines.append(
-            f"  GRPO trainer of this install: {f'{found} finding(s) below' if found else 'nothing found'} "
-            f"({READ_NOT_RUN})"
-        )
+        lines.append(f"  GRPO trainer of this install: {f'{found} finding(s) below' if found else 'nothing found'}")
     for problem in diagnosis["problems"]:
         lines.append(f"  [{problem['severity']}] {problem['message']}\n      fix: {problem['fix']}")
     if diagnosis["known_failures"]:
@@ -259,12 +256,11 @@ def format_diagnosis(diagnosis: dict, show_all: bool = False) -> str:
             f"installed, {len(diagnosis.get('other_failures', []))} other known failures "
             "(grpo-compat doctor --all)"
         )
-    lines.append(READING_NOT_RUN)
+    # Plain doctor imports nothing upstream: what it says is a reading, and the run that proves it is one flag away.
+    lines.append(f"All of this is {READ_NOT_RUN}.")
     return re.sub(r"[ \t]+$", "", "\n".join(lines), flags=re.MULTILINE)
 
 
-# Plain doctor imports nothing upstream: what it says is a reading, and the run that proves it is one flag away.
-READING_NOT_RUN = "read from the installed code, not run: grpo-compat doctor --prove runs it"
 FAILURE_COMMAND = "grpo-compat doctor --failure"
 
 
