@@ -41,6 +41,8 @@ IMPORT_NAMES = {
     "requests": ("requests",),
     "vllm": ("vllm",),
     "deepspeed": ("deepspeed",),
+    "unsloth": ("unsloth",),
+    "unsloth-zoo": ("unsloth_zoo",),
 }
 DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in IMPORT_NAMES if (DATA / f"{d}.json.gz").exists())
 _DISTRIBUTION_OF_IMPORT = {name: dist for dist, names in IMPORT_NAMES.items() for name in names}
