@@ -135,6 +135,20 @@ def test_unsloth_names_the_grpo_entry_points_with_the_release_that_added_them():
     assert not unsloth.knows("2025.11.5") and unsloth.nearest("2025.11.5") == "2025.11.4"
 
 
+def test_unsloth_zoo_up_to_2025_9_9_imports_a_vllm_module_that_vllm_0_11_no_longer_has():
+    # vllm's history covers the modules unsloth-zoo imports too, so the two histories together answer a skew
+    zoo, vllm = load("unsloth-zoo"), load("vllm")
+    module, imported = "unsloth_zoo.vllm_lora_request", "vllm.adapter_commons.request"
+
+    def guard(version):
+        return next(i.guard for i in zoo.imports(module, version) if i.module == imported)
+
+    assert guard("2025.9.9") is None  # unguarded: the module fails to import where vllm lacks it
+    assert guard("2025.9.10") == "try-except ImportError"
+    assert vllm.module_spans(imported) == [("0.7.0", "0.10.2")]
+    assert not vllm.has(imported, "AdapterRequest", "0.11.0") and vllm.has(imported, "AdapterRequest", "0.10.2")
+
+
 def test_the_shipped_data_keeps_within_its_size_budget():
     sizes = {d: (histories.DATA / f"{d}.json.gz").stat().st_size for d in histories.DISTRIBUTIONS}
     assert sum(sizes.values()) < 4_000_000, sizes  # docs/api-histories.md's budget: under 4 MB in the wheel
