@@ -125,6 +125,22 @@ def test_unsloth_releases_declare_their_unsloth_zoo_trl_and_transformers():
     assert "trl!=0.19.0,<=0.24.0,>=0.18.2" in zoo.requires("2026.1.1")
 
 
+def test_declared_gives_what_a_release_requires_of_one_distribution_and_which_releases_accept_a_version():
+    unsloth, zoo = load("unsloth"), load("unsloth-zoo")
+    (trl,) = unsloth.declared("2025.5.1", "trl")
+    assert not trl.specifier.contains("0.16.0") and trl.specifier.contains("0.15.2")
+    assert [str(r) for r in unsloth.declared("2025.5.1", "unsloth-zoo")] == ["unsloth_zoo>=2025.5.1"]
+    assert unsloth.declared("2024.8", "trl") == []  # only its extras name trl
+    assert [str(r.specifier) for r in unsloth.declared("2024.8", "trl", extra="huggingface")] == ["<0.9.0,>=0.7.9"]
+    (platform_only,) = zoo.declared("2026.10.9", "trl")  # a platform marker stays on the requirement
+    assert "darwin" in str(platform_only.marker) and not platform_only.specifier.contains("1.16.0")
+    # trl 0.19.0: unsloth excludes it from 2025.7.4 on; 2025.4.x-2025.5.x cap trl at 0.15.2
+    accepting = unsloth.releases_accepting("trl", "0.19.0")
+    assert "2025.7.3" in accepting and "2025.7.4" not in accepting and "2025.4.1" not in accepting
+    assert accepting[0] == "2024.8" and accepting[-1] == "2025.7.3"
+    assert zoo.releases_accepting("trl", "1.16.0")[-1] == "2025.9.12"  # 2025.9.13 on caps trl (<=0.23.0, ...)
+
+
 def test_unsloth_names_the_grpo_entry_points_with_the_release_that_added_them():
     unsloth = load("unsloth")
     assert ("unsloth.models.rl", "2025.2.2", unsloth.newest) in unsloth.where("PatchFastRL")
