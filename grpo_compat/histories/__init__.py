@@ -288,32 +288,37 @@ class ApiHistory:
         """What a release requires of ``distribution`` (unsloth 2025.5.1: ``trl<=0.15.2,...``): the requirements a
         plain install pulls, and with ``extra`` those of that extra too. Other markers (platform, Python) stay on
         each Requirement for the caller to judge; [] when it declares none, or its requirements are unknown."""
-        wanted = canonicalize_name(distribution)
-        found = []
-        for line in self.requires(version):
-            name = _REQUIREMENT_NAME.match(line)
-            if name is None or canonicalize_name(name.group(1)) != wanted:
-                continue
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                continue  # a line packaging cannot read is not judged
-            extras = {canonicalize_name(e) for e in _EXTRA.findall(str(requirement.marker or ""))}
-            if not extras or (extra is not None and canonicalize_name(extra) in extras):
-                found.append(requirement)
-        return found
+        return _requirements_on(self.requires(version), distribution, extra)
 
     def releases_accepting(self, distribution: str, version: str) -> list[str]:
         """The releases whose plain-install requirements on ``distribution`` all accept it at ``version`` (whatever
         their other markers), oldest first; a release declaring none accepts any, one with unknown requirements is
         left out (``requires()`` is [] for it)."""
         target = Version(version)
-        return [
-            release
-            for release in self.releases
-            if self.requires(release)
-            and all(r.specifier.contains(target, prereleases=True) for r in self.declared(release, distribution))
-        ]
+        accepting = []
+        for first, last, lines in self._data["requires"]:  # one span of releases declaring the same lines
+            requirements = _requirements_on(lines, distribution, None)
+            if lines and all(r.specifier.contains(target, prereleases=True) for r in requirements):
+                accepting += self.releases[first : last + 1]
+        return sorted(accepting, key=self._index.__getitem__)
+
+
+def _requirements_on(lines: list[str], distribution: str, extra: str | None) -> list[Requirement]:
+    """The Requires-Dist lines naming ``distribution`` that a plain install (or one with ``extra``) pulls."""
+    wanted = canonicalize_name(distribution)
+    found = []
+    for line in lines:
+        name = _REQUIREMENT_NAME.match(line)
+        if name is None or canonicalize_name(name.group(1)) != wanted:
+            continue
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue  # a line packaging cannot read is not judged
+        extras = {canonicalize_name(e) for e in _EXTRA.findall(str(requirement.marker or ""))}
+        if not extras or (extra is not None and canonicalize_name(extra) in extras):
+            found.append(requirement)
+    return found
 
 
 @cache
