@@ -389,3 +389,30 @@ def test_a_stated_release_that_takes_the_setting_is_not_said_to_refuse_it():
     (finding,) = explanation.reasoned
     assert finding.certainty == "offered" and "trl 0.16.0, which takes `max_prompt_length`" in finding.cause
     assert "is new in" not in finding.cause
+
+
+def _traceback_of(error: BaseException) -> str:
+    import traceback
+
+    try:
+        raise error
+    except BaseException as raised:  # noqa: BLE001 - formatted as Python prints it
+        return "".join(traceback.format_exception(raised))
+
+
+def test_a_run_grpo_compat_refused_is_answered_by_its_own_message():
+    from grpo_compat.core.errors import GRPOSettingsError
+
+    message = "per_device_train_batch_size 3 is not a multiple of num_generations 4. Set per_device_train_batch_size=4"
+    log = "[rank0]: " + _traceback_of(GRPOSettingsError(message)).replace("\n", "\n[rank0]: ")
+    answer = explain(log, installed={}).answer()
+    assert answer.cls == "refused-by-grpo-compat" and answer.confident
+    assert answer.name == "GRPOSettingsError" and "Set per_device_train_batch_size=4" in answer.fix
+
+
+def test_an_error_of_the_same_name_from_another_package_is_not_taken_for_grpo_compats():
+    class LaunchError(RuntimeError):
+        pass
+
+    log = _traceback_of(LaunchError("the cluster refused the job"))
+    assert all(f.cls != "refused-by-grpo-compat" for f in explain(log, installed={}).reasoned)

@@ -48,6 +48,7 @@ from grpo_compat.catalogue.evidence import distribution_of_path, frames_before, 
 from grpo_compat.core.versions import distribution_of, release
 
 CLASSES = (
+    "refused-by-grpo-compat",
     "name-missing",
     "import-failed",
     "platform",
@@ -1755,9 +1756,50 @@ class Reasoning:
         return self.findings[0] if self.findings else None
 
 
+# grpo_compat's own errors, as a traceback prints them ("grpo_compat.core.errors.GRPOSettingsError: ...", after a
+# rank prefix or not), and `grpo-compat run`'s one-line refusals.
+_OWN_ERROR = re.compile(
+    r"^(?:[^\n]*?[\s:\]])?grpo_compat\.core\.errors\.(?P<name>\w+): (?P<message>[^\n]+)$"
+    r"|^grpo-compat run: (?P<run>[^\n]+)$",
+    re.M,
+)
+
+
+def _own_refusals(text: str) -> list[tuple[int, Finding]]:
+    """A run grpo_compat stopped on purpose: its message already says what to change, so that is the answer."""
+    import grpo_compat.core.errors as errors
+
+    own = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.GRPOCompatError)
+    }
+    found = []
+    for m in _OWN_ERROR.finditer(text):
+        name, message = (m["name"], m["message"]) if m["name"] else ("grpo-compat run", m["run"])
+        if m["name"] and name not in own:
+            continue
+        found.append(
+            (
+                m.start() + 10**9,  # grpo_compat's refusal ends the run: it comes before any error it prevented
+                Finding(
+                    "refused-by-grpo-compat",
+                    name,
+                    True,
+                    "grpo_compat stopped the run on purpose, before the failure these settings or versions lead to.",
+                    f"what its message says: {message.strip()}",
+                    m.group(0).strip(),
+                    data="grpo_compat's own refusal",
+                ),
+            )
+        )
+    return found
+
+
 def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None, evidence=None) -> Reasoning:
     """The general classes ``text`` shows, the last error first (the one that ended the run), confident ones first."""
     found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
+    found += _own_refusals(text)
     evidence = evidence if evidence is not None else read_evidence(text)
     found += _raise_site_findings(text, versions, evidence)
     if not found:  # the weakest reading of an error, only where nothing else explains it
