@@ -332,13 +332,108 @@ def _importer(text: str, position: int) -> str | None:
     return frames[-1].distribution if frames else None
 
 
+def _importing_module(text: str, position: int) -> str | None:
+    """The dotted module of the innermost frame before ``position`` (an installed file's), else None."""
+    frames = frames_before(text, position)
+    return frames[-1].module if frames else None
+
+
 def _spans_text(spans: list[tuple[str, str]]) -> str:
     return ", ".join(first if first == last else f"{first}-{last}" for first, last in spans)
 
 
+# Distributions released in step, whose releases each declare the other's (unsloth declares unsloth_zoo>=X): an
+# upgrade of one names the release of the other that goes with it.
+_RELEASED_TOGETHER = {"unsloth-zoo": "unsloth", "unsloth": "unsloth-zoo"}
+
+
+def _release_spans(history, releases: list[str]) -> list[tuple[str, str]]:
+    """Releases of ``history`` as (first, last) spans of consecutive ones."""
+    wanted = set(releases)
+    spans: list[tuple[str, str]] = []
+    previous_in = False
+    for each in history.releases:
+        if each in wanted:
+            spans[-1:] = [(spans[-1][0], each)] if previous_in else [*spans[-1:], (each, each)]
+        previous_in = each in wanted
+    return spans
+
+
+def _partner_requiring(partner: str, distribution: str, first: str) -> str | None:
+    """The first ``partner`` release from which on every release declares ``distribution>=first`` or newer (the one
+    before ``first`` no longer accepted): the unsloth that goes with unsloth_zoo ``first``."""
+    partner_history, history = _history(partner), _history(distribution)
+    if partner_history is None or history is None or first not in history.releases:
+        return None
+    index = history.releases.index(first)
+    if index == 0:
+        return None
+    accepting_older = set(partner_history.releases_accepting(distribution, history.releases[index - 1]))
+    found = None
+    for each in reversed(partner_history.releases):
+        if each in accepting_older or not partner_history.declared(each, distribution):
+            break
+        found = each
+    return found
+
+
+def _importer_upgrade(
+    importer: str | None, importing_module: str | None, missing_module: str, name: str | None
+) -> tuple[str, str] | None:
+    """(fix, why) when the importer's own histories say from which release on its module ``importing_module`` no
+    longer imports ``missing_module`` (or ``name`` from it) unconditionally: it stops importing it, or imports it
+    under a guard that catches the failure. None where the importer has no histories, or no such release is
+    certain (still imported unconditionally by its newest release)."""
+    history = _history(importer) if importer else None
+    if history is None or not importing_module or not history.module_spans(importing_module):
+        return None
+
+    def reaches(each) -> bool:
+        if name is None:
+            return each.module == missing_module or each.module.startswith(missing_module + ".")
+        return each.module == missing_module and name in each.names
+
+    unguarded = []
+    for each in history.releases:
+        imports = [i for i in history.imports(importing_module, each) if reaches(i)]
+        unguarded.append(any(i.guard is None for i in imports))
+    if not any(unguarded) or unguarded[-1]:
+        return None
+    last = max(i for i, flag in enumerate(unguarded) if flag)
+    first = history.releases[last + 1]
+    guards = {i.guard for i in history.imports(importing_module, first) if reaches(i)}
+    what = f"'{name}' from {missing_module}" if name else missing_module
+    how = f"imports {what} only under {' / '.join(sorted(guards))}" if guards else f"no longer imports {what}"
+    importing = [each for each, flag in zip(history.releases, unguarded, strict=True) if flag]
+    why = (
+        f"{importing_module} imports {what} unconditionally in {importer} "
+        f"{_spans_text(_release_spans(history, importing))}, and from {first} on {how}"
+    )
+    fix = f"pip install --upgrade '{importer}>={first}'"
+    partner = _RELEASED_TOGETHER.get(importer)
+    if partner:
+        paired = _partner_requiring(partner, importer, first)
+        fix += f" '{partner}>={paired}'" if paired else f" {partner}"
+        why += (
+            f" ({partner} {paired} on declares {importer}>={first} or newer)"
+            if paired
+            else f" (upgrade {partner} with it)"
+        )
+    return fix, why
+
+
 def _name_missing(
-    name: str, module: str, evidence: str, importer: str | None, versions: dict[str, str], trl_vllm: dict | None
+    name: str,
+    module: str,
+    evidence: str,
+    importer: str | None,
+    versions: dict[str, str],
+    trl_vllm: dict | None,
+    submodule: bool = False,
+    importing_module: str | None = None,
 ) -> Finding:
+    """``name`` missing from ``module`` (with ``submodule``, the module ``module.name`` missing), which
+    ``importer``'s code (its module ``importing_module``, when the frame says) reached for."""
     package = distribution_of(module).replace("_", "-")
     version = versions.get(package)
     importer = importer if importer != package else None
@@ -346,24 +441,31 @@ def _name_missing(
     cause = f"{where} has no '{name}'" + (f", which {importer}'s code imports" if importer else "")
     history = _history(package)
     if history is not None and history.module_spans(module):
-        spans = history.name_spans(module, name)
-        moved = [(m, f, last) for m, f, last in history.where(name) if m != module]
+        full = f"{module}.{name}"
+        spans = (history.name_spans(module, name) or history.module_spans(full)) if submodule else None
+        spans = spans if spans is not None else history.name_spans(module, name)
+        moved = [] if submodule else [(m, f, last) for m, f, last in history.where(name) if m != module]
+        upgrade = _importer_upgrade(
+            importer, importing_module, full if submodule else module, None if submodule else name
+        )
         newest = history.nearest(version) if version else None
-        if newest and history.has(module, name, version):
+        if newest and (history.has(full, None, version) if submodule else history.has(module, name, version)):
             if package in getattr(versions, "trusted", ()):  # given, or this machine's install: not the release
                 return _name_present(name, module, package, version, importer, evidence, spans)
             # The log states a release that has the name, so the run used another (an environment dump taken at
             # another time, a pin in a sentence): what every release says, offered, never asserted.
             stated = f"the log states {package} {version}, which has '{name}' (API histories), so the run used another"
             stated += " release or install; "
-            if history.where(name):
+            if spans:
                 finding = _name_missing_in_every_release(
-                    name, module, package, importer, evidence, spans, moved, history
+                    name, module, package, importer, evidence, spans, moved, history, upgrade
                 )
                 return replace(finding, confident=False, cause=stated + finding.cause)
             return _name_present(name, module, package, version, importer, evidence, spans)
-        if version is None and history.where(name):  # no version: what every release in the histories says
-            return _name_missing_in_every_release(name, module, package, importer, evidence, spans, moved, history)
+        if version is None and (spans or moved):  # no version: what every release in the histories says
+            return _name_missing_in_every_release(
+                name, module, package, importer, evidence, spans, moved, history, upgrade
+            )
         if spans and newest and release(spans[0][0]) > release(newest):
             return Finding(
                 "name-missing",
@@ -381,13 +483,15 @@ def _name_missing(
             )
         if spans and newest and release(spans[-1][1]) < release(newest):
             last = spans[-1][1]
-            fix = f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else "")
+            fix = f"pip install '{package}<={last}'" + (f", or {upgrade[0]}" if upgrade else "")
+            fix += f", or upgrade {importer}" if importer and not upgrade else ""
             moved_text = f"; it moved to {moved[-1][0]}" if moved else ""
             return Finding(
                 "name-missing",
                 name,
                 True,
-                f"{cause}: {package} had it in {_spans_text(spans)} and removed it after {last}{moved_text}.",
+                f"{cause}: {package} had it in {_spans_text(spans)} and removed it after {last}{moved_text}"
+                + (f"; {upgrade[1]}." if upgrade else "."),
                 fix,
                 evidence,
                 package,
@@ -461,7 +565,15 @@ def _name_present(
 
 
 def _name_missing_in_every_release(
-    name: str, module: str, package: str, importer: str | None, evidence: str, spans: list, moved: list, history
+    name: str,
+    module: str,
+    package: str,
+    importer: str | None,
+    evidence: str,
+    spans: list,
+    moved: list,
+    history,
+    upgrade: tuple[str, str] | None = None,
 ) -> Finding:
     """No version stated: the answer every release of the histories gives, asserted only where it is one answer."""
     first, newest = history.releases[0], history.newest
@@ -502,8 +614,9 @@ def _name_missing_in_every_release(
             name,
             True,
             f"{module} had '{name}' in {package} {first}-{last} only{who}: the run's {package} (no version in the "
-            f"log) is newer{moved_text}.",
-            f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else ""),
+            f"log) is newer{moved_text}" + (f"; {upgrade[1]}." if upgrade else "."),
+            f"pip install '{package}<={last}'"
+            + (f", or {upgrade[0]}" if upgrade else f", or upgrade {importer}" if importer else ""),
             evidence,
             remedy="upgrade-importer" if importer else "pin",
             **common,
@@ -720,6 +833,7 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                     _importer(text, m.start()),
                     versions,
                     trl_vllm,
+                    importing_module=_importing_module(text, m.start()),
                 ),
             )
         )
@@ -731,7 +845,10 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
         importer = _importer(text, m.start())
         if "." in module:  # a submodule missing from an installed package: the package's release lacks it
             parent, _, leaf = module.rpartition(".")
-            found.append((m.start(), _name_missing(leaf, parent, evidence, importer, versions, trl_vllm)))
+            finding = _name_missing(
+                leaf, parent, evidence, importer, versions, trl_vllm, True, _importing_module(text, m.start())
+            )
+            found.append((m.start(), finding))
         else:
             found.append((m.start(), _missing_module(module, evidence, importer, platform_of(text))))
     for m in _matches(_ATTR_MODULE, text, "has no attribute"):
@@ -1243,6 +1360,96 @@ def _raised_in_a_copy(versions: dict[str, str], evidence) -> list[tuple[int, Fin
             ),
         )
     ]
+
+
+# The upstream distributions whose releases a copying package declares (unsloth declares trl's range).
+_COPIED_UPSTREAM = ("trl",)
+
+
+def _specifier_text(requirements: list) -> str:
+    return ",".join(str(r.specifier) for r in requirements)
+
+
+def _in_span(history, distribution: str, span: tuple[str, str]) -> str:
+    """A pip requirement for a release in ``span``: ``'unsloth>=A,<=B'`` (``--upgrade`` where B is the newest)."""
+    first, last = span
+    if last == history.newest:
+        return f"--upgrade '{distribution}>={first}'"
+    return f"'{distribution}>={first},<={last}'"
+
+
+def _declared_pair(versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
+    """An error raised inside unsloth's / unsloth_zoo's code, and the upstream release (trl) the run used against the
+    range the unsloth release declares (its Requires-Dist in the histories). Asserted where the log states both
+    releases and the upstream one is outside the declared range; with no unsloth release in the log, the unsloth
+    releases that accept the upstream one, offered."""
+    error = evidence.errors[-1] if evidence.errors else None
+    if error is None or not any(f.distribution in _COPIES_UPSTREAM for f in error.frames):
+        return []
+    copier = _history("unsloth")
+    found = []
+    for upstream in _COPIED_UPSTREAM:
+        upstream_version = versions.get(upstream)
+        if copier is None or not upstream_version or not re.match(r"\d+(\.\d+)*$", upstream_version):
+            continue
+        frame = next(f for f in reversed(error.frames) if f.distribution in _COPIES_UPSTREAM)
+        where = frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+        common = {"package": upstream, "importer": "unsloth", "data": "API histories (unsloth's declared requirements)"}
+        stated = versions.get("unsloth")
+        at = copier.nearest(stated) if stated else None
+        if at and at == stated:
+            declared = copier.declared(at, upstream)
+            if not declared or all(r.specifier.contains(upstream_version, prereleases=True) for r in declared):
+                continue  # the pair is one unsloth declares: not this reasoner's to blame
+            accepting = _release_spans(copier, copier.releases_accepting(upstream, upstream_version))
+            other = (
+                f", or an unsloth release that accepts {upstream} {upstream_version} ({_spans_text(accepting[-2:])}): "
+                f"pip install {_in_span(copier, 'unsloth', accepting[-1])} unsloth_zoo"
+                if accepting
+                else ""
+            )
+            found.append(
+                (
+                    error.position,
+                    Finding(
+                        "version-skew",
+                        upstream,
+                        True,
+                        f"unsloth {stated} declares {upstream}{_specifier_text(declared)}, and the run's {upstream} is "
+                        f"{upstream_version}: outside it. The error is raised in unsloth's code ({where}), which "
+                        f"copies and patches {upstream}'s trainers for the {upstream} releases it declares.",
+                        f"pip install '{upstream}{_specifier_text(declared)}'{other}",
+                        error.line,
+                        version=upstream_version,
+                        remedy="pin",
+                        **common,
+                    ),
+                )
+            )
+        elif not stated:
+            accepting = _release_spans(copier, copier.releases_accepting(upstream, upstream_version))
+            if not accepting:
+                continue
+            fix = f"pip install {_in_span(copier, 'unsloth', accepting[-1])} unsloth_zoo"
+            found.append(
+                (
+                    error.position,
+                    Finding(
+                        "version-skew",
+                        upstream,
+                        False,
+                        f"the error is raised in unsloth's code ({where}), and the log states {upstream} "
+                        f"{upstream_version} but no unsloth release: the unsloth releases that declare {upstream} "
+                        f"{upstream_version} acceptable are {_spans_text(accepting)}; an unsloth outside those was "
+                        f"made for other {upstream} releases.",
+                        fix,
+                        error.line,
+                        version=upstream_version,
+                        **common,
+                    ),
+                )
+            )
+    return found
 
 
 # The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
@@ -1760,6 +1967,7 @@ def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None, ev
     found = _errors(text, versions, trl_vllm) + _native_findings(text, versions) + _settings_findings(text, versions)
     evidence = evidence if evidence is not None else read_evidence(text)
     found += _raise_site_findings(text, versions, evidence)
+    found += _declared_pair(versions, evidence)
     if not found:  # the weakest reading of an error, only where nothing else explains it
         found += _raised_in_a_copy(versions, evidence)
     found += _metric_findings(text)
