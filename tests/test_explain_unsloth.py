@@ -118,3 +118,38 @@ def test_with_no_unsloth_release_in_the_log_the_releases_accepting_its_trl_are_o
     assert (finding.cls, finding.name, finding.certainty) == ("version-skew", "trl", "offered")
     assert "2025.5.8-2025.10.8" in finding.cause
     assert finding.fix == "pip install 'unsloth>=2025.5.8,<=2025.10.8' unsloth_zoo"
+
+
+ARITY_FROM_COMPILED_TRAINER = """Traceback (most recent call last):
+  File "/content/train.py", line 60, in <module>
+    trainer.train()
+  File "/content/unsloth_compiled_cache/UnslothGRPOTrainer.py", line 1460, in compute_loss
+    per_token_logps = super()._get_per_token_logps(model, input_ids, attention_mask, logits_to_keep, batch_size)
+TypeError: GRPOTrainer._get_per_token_logps() takes 5 positional arguments but 6 were given
+"""
+
+
+def test_the_trl_signature_spans_an_arity_error_rests_on():
+    trl = histories.load("trl")
+    qualname = "trl.trainer.grpo_trainer.GRPOTrainer._get_per_token_logps"
+    takes_batch_size = [(first, last) for first, last, s in trl.signature_spans(qualname) if s.accepts(6, ()) is None]
+    assert takes_batch_size == [("0.17.0", "0.19.1")]
+
+
+def test_a_call_from_unsloths_compiled_trainer_gets_the_bounded_trl_range_that_takes_it():
+    # trl 0.20.0 on has no _get_per_token_logps at all: never an unbounded 'trl>=0.17.0'
+    finding = answer_of("- trl: 0.16.1\n" + ARITY_FROM_COMPILED_TRAINER)
+    assert (finding.cls, finding.importer, finding.fix, finding.certainty) == (
+        "signature-mismatch",
+        "unsloth",
+        "pip install 'trl>=0.17.0,<=0.19.1'",
+        "asserted",
+    )
+
+
+def test_a_call_no_trl_the_unsloth_release_declares_can_take_is_offered_as_an_unsloth_mismatch():
+    # unsloth 2025.3.19 declares trl<=0.15.2; only trl 0.17.0-0.19.1 takes the call: no trl fixes it
+    explanation = explain("- trl: 0.16.1\n- unsloth: 2025.3.19\n" + ARITY_FROM_COMPILED_TRAINER, installed={})
+    mismatch = next(f for f in explanation.reasoned if f.cls == "version-skew" and f.name == "unsloth")
+    assert mismatch.certainty == "offered" and "declares trl" in mismatch.cause
+    assert all("pip install 'trl>=0.17.0" not in f.fix for f in explanation.reasoned)

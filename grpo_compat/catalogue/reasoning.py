@@ -1378,6 +1378,16 @@ def _in_span(history, distribution: str, span: tuple[str, str]) -> str:
     return f"'{distribution}>={first},<={last}'"
 
 
+def _declared_by_copier(copier: str | None, upstream: str, versions: dict[str, str]) -> list:
+    """The requirements on ``upstream`` that the run's unsloth release declares, when ``copier`` (the code that made
+    the call) is unsloth's and the log states its release; [] otherwise."""
+    stated = versions.get("unsloth")
+    history = _history("unsloth")
+    if copier not in _COPIES_UPSTREAM or upstream not in _COPIED_UPSTREAM or not stated or history is None:
+        return []
+    return history.declared(stated, upstream) if history.nearest(stated) == stated else []
+
+
 def _declared_pair(versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
     """An error raised inside unsloth's / unsloth_zoo's code, and the upstream release (trl) the run used against the
     range the unsloth release declares (its Requires-Dist in the histories). Asserted where the log states both
@@ -1610,19 +1620,46 @@ def _arity(m: re.Match, text: str, versions: dict[str, str]) -> Finding | None:
     if history is not None:
         qualname = f"{_GRPO_CLASSES[role][1]}.{_GRPO_CLASSES[role][2]}.{method}"
         fits = [
-            first
-            for first, _, signature in history.signature_spans(qualname)
-            if signature.accepts(given - 1, ()) is None
-        ]  # less self
+            (first, last)
+            for first, last, signature in history.signature_spans(qualname)
+            if signature.accepts(given, ()) is None  # Python's count and accepts() both count self
+        ]
         version = versions.get(callee)
-        later = [first for first in fits if version and release(first) > release(version)]
+        later = [(first, last) for first, last in fits if version and release(first) > release(version)]
         if later:
+            first, last = later[0]
+            takes_it = f" {callee} {first}" + ("" if first == last else f"-{last}") + f" takes {given}"
+            declared = _declared_by_copier(caller, callee, versions)
+            if declared:  # unsloth's compiled copy of trl's trainer: only the trl releases its unsloth declares
+                takes_it += f"; unsloth {versions['unsloth']} declares {callee}{_specifier_text(declared)}"
+                inside = [
+                    each
+                    for each in history.releases
+                    if release(first) <= release(each) <= release(last)
+                    and all(r.specifier.contains(each, prereleases=True) for r in declared)
+                ]
+                if not inside:  # no trl both binds the call and is one that unsloth declares: its release is off
+                    return Finding(
+                        "version-skew",
+                        "unsloth",
+                        False,
+                        cause + takes_it + ", which none of those is: the compiled trainer and the unsloth release "
+                        "do not match (a stale unsloth_compiled_cache/ of another unsloth, likely).",
+                        "delete unsloth_compiled_cache/ and rerun (unsloth regenerates it for its own release), or "
+                        f"install the unsloth release made for {callee} {version}",
+                        evidence,
+                        package="unsloth",
+                        importer=caller,
+                        callable=owner,
+                        data="API histories",
+                    )
+                first, last = _release_spans(history, inside)[0]
             return Finding(
                 "signature-mismatch",
                 method,
                 True,
-                cause + f" {callee} {later[0]} takes {given}.",
-                f"pip install '{callee}>={later[0]}'",
+                cause + takes_it + ".",
+                f"pip install {_in_span(history, callee, (first, last)).removeprefix('--upgrade ')}",
                 evidence,
                 package=callee,
                 importer=caller,
