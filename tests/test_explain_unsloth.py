@@ -6,6 +6,8 @@ the test that relies on them, not silently its answer)."""
 
 from __future__ import annotations
 
+import pytest
+
 from grpo_compat import histories
 from grpo_compat.catalogue.log_matching import explain
 from grpo_compat.catalogue.reasoning import Finding
@@ -153,3 +155,41 @@ def test_a_call_no_trl_the_unsloth_release_declares_can_take_is_offered_as_an_un
     mismatch = next(f for f in explanation.reasoned if f.cls == "version-skew" and f.name == "unsloth")
     assert mismatch.certainty == "offered" and "declares trl" in mismatch.cause
     assert all("pip install 'trl>=0.17.0" not in f.fix for f in explanation.reasoned)
+
+
+KEYWORD_FROM_COMPILED_TRAINER = """Traceback (most recent call last):
+  File "/content/train.py", line 60, in <module>
+    trainer.train()
+  File "/content/unsloth_compiled_cache/UnslothGRPOTrainer.py", line 1460, in _generate_and_score_completions
+    logps, _ = self._get_per_token_logps_and_entropies(model, ids, mask, keep, batch_size, num_images=num_images)
+TypeError: GRPOTrainer._get_per_token_logps_and_entropies() got an unexpected keyword argument 'num_images'
+"""
+
+
+def test_the_trl_keyword_spans_and_unsloth_ranges_a_keyword_error_rests_on():
+    trl, unsloth = histories.load("trl"), histories.load("unsloth")
+    qualname = "trl.trainer.grpo_trainer.GRPOTrainer._get_per_token_logps_and_entropies"
+    spans = trl.signature_spans(qualname)
+    assert spans[0][:2] == ("0.20.0", "0.23.1") and spans[0][2].accepts(6, ["num_images"]) is not None
+    assert all(s.accepts(6, ["num_images"]) is None for _, _, s in spans[1:]) and spans[1][0] == "0.24.0"
+    assert str(unsloth.declared("2026.1.4", "trl")[0].specifier) == "!=0.19.0,<=0.24.0,>=0.18.2"
+    assert "<=0.23.0" in str(unsloth.declared("2025.10.1", "trl")[0].specifier)
+
+
+@pytest.mark.parametrize(
+    ("unsloth", "cls", "certainty", "fix"),
+    [
+        (None, "signature-mismatch", "asserted", "pip install 'trl>=0.24.0'"),
+        # unsloth 2026.1.4 declares trl<=0.24.0: of the trl releases taking the keyword, only 0.24.0
+        ("2026.1.4", "signature-mismatch", "asserted", "pip install 'trl==0.24.0'"),
+        # unsloth 2025.10.1 declares trl<=0.23.0: no trl it declares takes the call its compiled trainer makes
+        ("2025.10.1", "version-skew", "offered", "delete unsloth_compiled_cache/ and rerun"),
+    ],
+)
+def test_a_keyword_from_unsloths_compiled_trainer_is_answered_within_the_trl_range_unsloth_declares(
+    unsloth, cls, certainty, fix
+):
+    stated = "- trl: 0.23.0\n" + (f"- unsloth: {unsloth}\n" if unsloth else "")
+    finding = answer_of(stated + KEYWORD_FROM_COMPILED_TRAINER)
+    assert (finding.cls, finding.certainty, finding.importer) == (cls, certainty, "unsloth")
+    assert finding.fix.startswith(fix)

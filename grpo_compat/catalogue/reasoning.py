@@ -1075,6 +1075,8 @@ def _call_over_releases(
     definitions = _definitions(callable_name)
     frames = frames_before(text, position)
     running = {frame.distribution for frame in frames_before(text, position, chained=True)}
+    if running & set(_COPIES_UPSTREAM):  # unsloth's compiled trainers are copies of trl's: they call into trl
+        running |= set(_COPIED_UPSTREAM)
     in_traceback = [d for d in definitions if d[0] in running]
     definitions = in_traceback or definitions  # the distributions whose code the traceback runs, where one is
     if len({distribution for distribution, _, _ in definitions}) == 1:
@@ -1092,7 +1094,7 @@ def _call_over_releases(
         if detail not in names:
             return None
         positional = names.index(detail)
-    fits = [(first, last) for first, last, signature in spans if _binds(signature, kind, detail, positional)]
+    fits = _joined(history, [(a, b) for a, b, signature in spans if _binds(signature, kind, detail, positional)])
     caller = frames[-1].distribution if frames else None
     caller_text = f"{caller}'s code" if caller else "the calling script"
     function = name.rsplit(".", 1)[-1]
@@ -1120,15 +1122,19 @@ def _call_over_releases(
     newest, oldest = history.newest, history.releases[0]
     at = history.nearest(version) if version else None
     if at:
-        later = [first for first, _ in fits if release(first) > release(at)]
+        later = [(first, last) for first, last in fits if release(first) > release(at)]
         earlier = [last for _, last in fits if release(last) < release(at)]
         if later and not earlier:
+            narrowed, declared = _narrowed_to_declared(history, distribution, later[0], caller, versions)
+            declared = f" ({declared})" if declared else ""
+            if narrowed is None:
+                return _copy_of_another_release(f"{takes}{declared}", distribution, version, evidence, caller, name)
             return Finding(
                 "signature-mismatch",
                 name,
                 True,
-                f"{takes}: {distribution} {version} is older than {caller_text} expects.",
-                f"pip install '{distribution}>={later[0]}'",
+                f"{takes}: {distribution} {version} is older than {caller_text} expects{declared}.",
+                f"pip install {_in_span(history, distribution, narrowed).removeprefix('--upgrade ')}",
                 evidence,
                 remedy="upgrade",
                 version=version,
@@ -1370,12 +1376,19 @@ def _specifier_text(requirements: list) -> str:
     return ",".join(str(r.specifier) for r in requirements)
 
 
+def _joined(history, spans: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Spans of ``history``'s releases with the adjacent ones joined (signature spans that each take a call)."""
+    index = {each: i for i, each in enumerate(history.releases)}
+    inside = [each for each in history.releases if any(index[a] <= index[each] <= index[b] for a, b in spans)]
+    return _release_spans(history, inside)
+
+
 def _in_span(history, distribution: str, span: tuple[str, str]) -> str:
     """A pip requirement for a release in ``span``: ``'unsloth>=A,<=B'`` (``--upgrade`` where B is the newest)."""
     first, last = span
     if last == history.newest:
         return f"--upgrade '{distribution}>={first}'"
-    return f"'{distribution}>={first},<={last}'"
+    return f"'{distribution}=={first}'" if first == last else f"'{distribution}>={first},<={last}'"
 
 
 def _declared_by_copier(copier: str | None, upstream: str, versions: dict[str, str]) -> list:
@@ -1386,6 +1399,47 @@ def _declared_by_copier(copier: str | None, upstream: str, versions: dict[str, s
     if copier not in _COPIES_UPSTREAM or upstream not in _COPIED_UPSTREAM or not stated or history is None:
         return []
     return history.declared(stated, upstream) if history.nearest(stated) == stated else []
+
+
+def _narrowed_to_declared(
+    history, upstream: str, span: tuple[str, str], caller: str | None, versions: dict[str, str]
+) -> tuple[tuple[str, str] | None, str]:
+    """The first run of ``upstream`` releases in ``span`` that the run's unsloth release also declares, when
+    ``caller`` is unsloth's code (its compiled copy of trl's trainer); None when none is, and the note that says
+    what unsloth declares ("" when the caller is not unsloth's, or the log states no unsloth release)."""
+    declared = _declared_by_copier(caller, upstream, versions)
+    if not declared:
+        return span, ""
+    first, last = span
+    inside = [
+        each
+        for each in history.releases
+        if release(first) <= release(each) <= release(last)
+        and all(r.specifier.contains(each, prereleases=True) for r in declared)
+    ]
+    note = f"unsloth {versions['unsloth']} declares {upstream}{_specifier_text(declared)}"
+    return (_release_spans(history, inside)[0] if inside else None), note
+
+
+def _copy_of_another_release(
+    cause: str, upstream: str, version: str | None, evidence: str, caller: str | None, callable_name: str
+) -> Finding:
+    """No ``upstream`` release both takes the call unsloth's code makes and is one the unsloth release declares: the
+    compiled copy and the unsloth release do not match (offered: a stale cache is likely, not shown)."""
+    return Finding(
+        "version-skew",
+        "unsloth",
+        False,
+        cause + ", which none of those is: the compiled trainer and the unsloth release do not match (a stale "
+        "unsloth_compiled_cache/ of another unsloth, likely).",
+        "delete unsloth_compiled_cache/ and rerun (unsloth regenerates it for its own release), or install the "
+        f"unsloth release made for {upstream}" + (f" {version}" if version else ""),
+        evidence,
+        package="unsloth",
+        importer=caller,
+        callable=callable_name,
+        data="API histories",
+    )
 
 
 def _declared_pair(versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
@@ -1619,41 +1673,24 @@ def _arity(m: re.Match, text: str, versions: dict[str, str]) -> Finding | None:
     history = _history(callee)
     if history is not None:
         qualname = f"{_GRPO_CLASSES[role][1]}.{_GRPO_CLASSES[role][2]}.{method}"
-        fits = [
-            (first, last)
-            for first, last, signature in history.signature_spans(qualname)
-            if signature.accepts(given, ()) is None  # Python's count and accepts() both count self
-        ]
+        fits = _joined(
+            history,
+            [
+                (first, last)
+                for first, last, signature in history.signature_spans(qualname)
+                if signature.accepts(given, ()) is None  # Python's count and accepts() both count self
+            ],
+        )
         version = versions.get(callee)
         later = [(first, last) for first, last in fits if version and release(first) > release(version)]
         if later:
             first, last = later[0]
             takes_it = f" {callee} {first}" + ("" if first == last else f"-{last}") + f" takes {given}"
-            declared = _declared_by_copier(caller, callee, versions)
-            if declared:  # unsloth's compiled copy of trl's trainer: only the trl releases its unsloth declares
-                takes_it += f"; unsloth {versions['unsloth']} declares {callee}{_specifier_text(declared)}"
-                inside = [
-                    each
-                    for each in history.releases
-                    if release(first) <= release(each) <= release(last)
-                    and all(r.specifier.contains(each, prereleases=True) for r in declared)
-                ]
-                if not inside:  # no trl both binds the call and is one that unsloth declares: its release is off
-                    return Finding(
-                        "version-skew",
-                        "unsloth",
-                        False,
-                        cause + takes_it + ", which none of those is: the compiled trainer and the unsloth release "
-                        "do not match (a stale unsloth_compiled_cache/ of another unsloth, likely).",
-                        "delete unsloth_compiled_cache/ and rerun (unsloth regenerates it for its own release), or "
-                        f"install the unsloth release made for {callee} {version}",
-                        evidence,
-                        package="unsloth",
-                        importer=caller,
-                        callable=owner,
-                        data="API histories",
-                    )
-                first, last = _release_spans(history, inside)[0]
+            narrowed, declared = _narrowed_to_declared(history, callee, later[0], caller, versions)
+            takes_it += f"; {declared}" if declared else ""
+            if narrowed is None:  # no trl both binds the call and is one that unsloth declares: its release is off
+                return _copy_of_another_release(cause + takes_it, callee, version, evidence, caller, owner)
+            first, last = narrowed
             return Finding(
                 "signature-mismatch",
                 method,
