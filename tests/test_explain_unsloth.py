@@ -193,3 +193,24 @@ def test_a_keyword_from_unsloths_compiled_trainer_is_answered_within_the_trl_ran
     finding = answer_of(stated + KEYWORD_FROM_COMPILED_TRAINER)
     assert (finding.cls, finding.certainty, finding.importer) == (cls, certainty, "unsloth")
     assert finding.fix.startswith(fix)
+
+
+def test_a_name_no_release_of_the_module_ever_had_is_the_importers_code_being_older_offered():
+    trl = histories.load("trl")
+    assert trl.module_spans("trl.trainer.alignprop_trainer") == [("0.14.0", "0.23.1")] == [(trl.releases[0], "0.23.1")]
+    assert trl.name_spans("trl.trainer.alignprop_trainer", "BaseTrainer") == []
+    log = """- trl: 0.15.2
+Traceback (most recent call last):
+  File "/content/unsloth_compiled_cache/UnslothAlignPropTrainer.py", line 5, in <module>
+    from trl.trainer.alignprop_trainer import (Accelerator, AlignPropConfig, AlignPropTrainer, Any, BaseTrainer)
+ImportError: cannot import name 'BaseTrainer' from 'trl.trainer.alignprop_trainer'
+"""
+    finding = answer_of(log)
+    assert (finding.cls, finding.package, finding.importer, finding.remedy, finding.certainty) == (
+        "name-missing",
+        "trl",
+        "unsloth",
+        "upgrade-importer",
+        "offered",
+    )
+    assert "written for a trl older than 0.14.0" in finding.cause and finding.fix.startswith("upgrade unsloth")

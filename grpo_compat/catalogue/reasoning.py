@@ -501,6 +501,28 @@ def _name_missing(
                 module=module,
                 version=version,
             )
+    module_spans = history.module_spans(module) if history is not None else []
+    if importer and module_spans and module_spans[0][0] == history.releases[0] and not spans:
+        # The module is in every release from the histories' first one on, and none of them has the name in it:
+        # the importer's code was written for an older release (or a fork), not for any release after.
+        first = history.releases[0]
+        single = len({m for m, _, _ in moved}) == 1  # several modules with the name: none is the one meant
+        elsewhere = f"; {moved[-1][0]} has it in {moved[-1][1]}-{moved[-1][2]}" if moved and single else ""
+        return Finding(
+            "name-missing",
+            name,
+            False,
+            f"{cause}: no {package} release with {module} ({_spans_text(module_spans)}) has '{name}' in it, so "
+            f"{importer}'s code was written for a {package} older than {first} (or a fork){elsewhere}.",
+            upgrade[0] if upgrade else f"upgrade {importer} to a release made for {package} {version or 'today'}",
+            evidence,
+            package,
+            importer,
+            remedy="upgrade-importer",
+            data="API histories",
+            module=module,
+            version=version,
+        )
     if trl_vllm and package == "vllm" and trl_vllm.get("status") == "outside" and trl_vllm.get("trl_declares"):
         declared = trl_vllm["trl_declares"]
         return Finding(
