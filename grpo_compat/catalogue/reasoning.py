@@ -1367,7 +1367,7 @@ def _raised_in_a_copy(versions: dict[str, str], evidence) -> list[tuple[int, Fin
     )
     stated = ", ".join(f"{name} {versions[name]}" for name in (*together, *upstream) if name in versions)
     frame = error.frames[-1]
-    where = frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+    where = _place(frame)
     copied = ", ".join(upstream) or "trl, transformers and vLLM"
     return [
         (
@@ -1403,6 +1403,11 @@ def _joined(history, spans: list[tuple[str, str]]) -> list[tuple[str, str]]:
     index = {each: i for i, each in enumerate(history.releases)}
     inside = [each for each in history.releases if any(index[a] <= index[each] <= index[b] for a, b in spans)]
     return _release_spans(history, inside)
+
+
+def _place(frame) -> str:
+    """A frame as the answer names it: "UnslothGRPOTrainer.py, _prepare_inputs"."""
+    return frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
 
 
 def _in_span(history, distribution: str, span: tuple[str, str]) -> str:
@@ -1479,7 +1484,7 @@ def _declared_pair(versions: dict[str, str], evidence) -> list[tuple[int, Findin
         if copier is None or not upstream_version or not re.match(r"\d+(\.\d+)*$", upstream_version):
             continue
         frame = next(f for f in reversed(error.frames) if f.distribution in _COPIES_UPSTREAM)
-        where = frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+        where = _place(frame)
         common = {"package": upstream, "importer": "unsloth", "data": "API histories (unsloth's declared requirements)"}
         stated = versions.get("unsloth")
         at = copier.nearest(stated) if stated else None
