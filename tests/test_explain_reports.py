@@ -95,14 +95,16 @@ def test_the_split_is_the_hash_of_each_url_and_was_not_edited():
     ("part", "measured"),
     [
         # Measured 2026-11-28 without API histories (13/8 and 17/10); 2026-11-29 with them, a log with no version
-        # reasoned over every release (right-with-fix 9 and 12). The figures per report are in
+        # reasoned over every release (right-with-fix 9 and 12); with unsloth's histories, unsloth#1931's import of a
+        # name no trl release's module has is offered as unsloth's code being older (build right-with-fix 10).
+        # The figures per report are in
         # docs/developing/explain-held-out.md.
         (
             "build",
             {
                 "reports": 16,
                 "right": 13,
-                "right-with-fix": 9,
+                "right-with-fix": 10,
                 "partial": 1,
                 "wrong-confident": 0,
                 "wrong-hedged": 1,

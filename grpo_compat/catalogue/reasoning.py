@@ -333,13 +333,108 @@ def _importer(text: str, position: int) -> str | None:
     return frames[-1].distribution if frames else None
 
 
+def _importing_module(text: str, position: int) -> str | None:
+    """The dotted module of the innermost frame before ``position`` (an installed file's), else None."""
+    frames = frames_before(text, position)
+    return frames[-1].module if frames else None
+
+
 def _spans_text(spans: list[tuple[str, str]]) -> str:
     return ", ".join(first if first == last else f"{first}-{last}" for first, last in spans)
 
 
+# Distributions released in step, whose releases each declare the other's (unsloth declares unsloth_zoo>=X): an
+# upgrade of one names the release of the other that goes with it.
+_RELEASED_TOGETHER = {"unsloth-zoo": "unsloth", "unsloth": "unsloth-zoo"}
+
+
+def _release_spans(history, releases: list[str]) -> list[tuple[str, str]]:
+    """Releases of ``history`` as (first, last) spans of consecutive ones."""
+    wanted = set(releases)
+    spans: list[tuple[str, str]] = []
+    previous_in = False
+    for each in history.releases:
+        if each in wanted:
+            spans[-1:] = [(spans[-1][0], each)] if previous_in else [*spans[-1:], (each, each)]
+        previous_in = each in wanted
+    return spans
+
+
+def _partner_requiring(partner: str, distribution: str, first: str) -> str | None:
+    """The first ``partner`` release from which on every release declares ``distribution>=first`` or newer (the one
+    before ``first`` no longer accepted): the unsloth that goes with unsloth_zoo ``first``."""
+    partner_history, history = _history(partner), _history(distribution)
+    if partner_history is None or history is None or first not in history.releases:
+        return None
+    index = history.releases.index(first)
+    if index == 0:
+        return None
+    accepting_older = set(partner_history.releases_accepting(distribution, history.releases[index - 1]))
+    found = None
+    for each in reversed(partner_history.releases):
+        if each in accepting_older or not partner_history.declared(each, distribution):
+            break
+        found = each
+    return found
+
+
+def _importer_upgrade(
+    importer: str | None, importing_module: str | None, missing_module: str, name: str | None
+) -> tuple[str, str] | None:
+    """(fix, why) when the importer's own histories say from which release on its module ``importing_module`` no
+    longer imports ``missing_module`` (or ``name`` from it) unconditionally: it stops importing it, or imports it
+    under a guard that catches the failure. None where the importer has no histories, or no such release is
+    certain (still imported unconditionally by its newest release)."""
+    history = _history(importer) if importer else None
+    if history is None or not importing_module or not history.module_spans(importing_module):
+        return None
+
+    def reaches(each) -> bool:
+        if name is None:
+            return each.module == missing_module or each.module.startswith(missing_module + ".")
+        return each.module == missing_module and name in each.names
+
+    unguarded = []
+    for each in history.releases:
+        imports = [i for i in history.imports(importing_module, each) if reaches(i)]
+        unguarded.append(any(i.guard is None for i in imports))
+    if not any(unguarded) or unguarded[-1]:
+        return None
+    last = max(i for i, flag in enumerate(unguarded) if flag)
+    first = history.releases[last + 1]
+    guards = {i.guard for i in history.imports(importing_module, first) if reaches(i)}
+    what = f"'{name}' from {missing_module}" if name else missing_module
+    how = f"imports {what} only under {' / '.join(sorted(guards))}" if guards else f"no longer imports {what}"
+    importing = [each for each, flag in zip(history.releases, unguarded, strict=True) if flag]
+    why = (
+        f"{importing_module} imports {what} unconditionally in {importer} "
+        f"{_spans_text(_release_spans(history, importing))}, and from {first} on {how}"
+    )
+    fix = f"pip install --upgrade '{importer}>={first}'"
+    partner = _RELEASED_TOGETHER.get(importer)
+    if partner:
+        paired = _partner_requiring(partner, importer, first)
+        fix += f" '{partner}>={paired}'" if paired else f" {partner}"
+        why += (
+            f" ({partner} {paired} on declares {importer}>={first} or newer)"
+            if paired
+            else f" (upgrade {partner} with it)"
+        )
+    return fix, why
+
+
 def _name_missing(
-    name: str, module: str, evidence: str, importer: str | None, versions: dict[str, str], trl_vllm: dict | None
+    name: str,
+    module: str,
+    evidence: str,
+    importer: str | None,
+    versions: dict[str, str],
+    trl_vllm: dict | None,
+    submodule: bool = False,
+    importing_module: str | None = None,
 ) -> Finding:
+    """``name`` missing from ``module`` (with ``submodule``, the module ``module.name`` missing), which
+    ``importer``'s code (its module ``importing_module``, when the frame says) reached for."""
     package = distribution_of(module).replace("_", "-")
     version = versions.get(package)
     importer = importer if importer != package else None
@@ -347,24 +442,31 @@ def _name_missing(
     cause = f"{where} has no '{name}'" + (f", which {importer}'s code imports" if importer else "")
     history = _history(package)
     if history is not None and history.module_spans(module):
-        spans = history.name_spans(module, name)
-        moved = [(m, f, last) for m, f, last in history.where(name) if m != module]
+        full = f"{module}.{name}"
+        spans = (history.name_spans(module, name) or history.module_spans(full)) if submodule else None
+        spans = spans if spans is not None else history.name_spans(module, name)
+        moved = [] if submodule else [(m, f, last) for m, f, last in history.where(name) if m != module]
+        upgrade = _importer_upgrade(
+            importer, importing_module, full if submodule else module, None if submodule else name
+        )
         newest = history.nearest(version) if version else None
-        if newest and history.has(module, name, version):
+        if newest and (history.has(full, None, version) if submodule else history.has(module, name, version)):
             if package in getattr(versions, "trusted", ()):  # given, or this machine's install: not the release
                 return _name_present(name, module, package, version, importer, evidence, spans)
             # The log states a release that has the name, so the run used another (an environment dump taken at
             # another time, a pin in a sentence): what every release says, offered, never asserted.
             stated = f"the log states {package} {version}, which has '{name}' (API histories), so the run used another"
             stated += " release or install; "
-            if history.where(name):
+            if spans:
                 finding = _name_missing_in_every_release(
-                    name, module, package, importer, evidence, spans, moved, history
+                    name, module, package, importer, evidence, spans, moved, history, upgrade
                 )
                 return replace(finding, confident=False, cause=stated + finding.cause)
             return _name_present(name, module, package, version, importer, evidence, spans)
-        if version is None and history.where(name):  # no version: what every release in the histories says
-            return _name_missing_in_every_release(name, module, package, importer, evidence, spans, moved, history)
+        if version is None and (spans or moved):  # no version: what every release in the histories says
+            return _name_missing_in_every_release(
+                name, module, package, importer, evidence, spans, moved, history, upgrade
+            )
         if spans and newest and release(spans[0][0]) > release(newest):
             return Finding(
                 "name-missing",
@@ -382,13 +484,15 @@ def _name_missing(
             )
         if spans and newest and release(spans[-1][1]) < release(newest):
             last = spans[-1][1]
-            fix = f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else "")
+            fix = f"pip install '{package}<={last}'" + (f", or {upgrade[0]}" if upgrade else "")
+            fix += f", or upgrade {importer}" if importer and not upgrade else ""
             moved_text = f"; it moved to {moved[-1][0]}" if moved else ""
             return Finding(
                 "name-missing",
                 name,
                 True,
-                f"{cause}: {package} had it in {_spans_text(spans)} and removed it after {last}{moved_text}.",
+                f"{cause}: {package} had it in {_spans_text(spans)} and removed it after {last}{moved_text}"
+                + (f"; {upgrade[1]}." if upgrade else "."),
                 fix,
                 evidence,
                 package,
@@ -398,6 +502,28 @@ def _name_missing(
                 module=module,
                 version=version,
             )
+    module_spans = history.module_spans(module) if history is not None else []
+    if importer and module_spans and module_spans[0][0] == history.releases[0] and not spans:
+        # The module is in every release from the histories' first one on, and none of them has the name in it:
+        # the importer's code was written for an older release (or a fork), not for any release after.
+        first = history.releases[0]
+        single = len({m for m, _, _ in moved}) == 1  # several modules with the name: none is the one meant
+        elsewhere = f"; {moved[-1][0]} has it in {moved[-1][1]}-{moved[-1][2]}" if moved and single else ""
+        return Finding(
+            "name-missing",
+            name,
+            False,
+            f"{cause}: no {package} release with {module} ({_spans_text(module_spans)}) has '{name}' in it, so "
+            f"{importer}'s code was written for a {package} older than {first} (or a fork){elsewhere}.",
+            upgrade[0] if upgrade else f"upgrade {importer} to a release made for {package} {version or 'today'}",
+            evidence,
+            package,
+            importer,
+            remedy="upgrade-importer",
+            data="API histories",
+            module=module,
+            version=version,
+        )
     if trl_vllm and package == "vllm" and trl_vllm.get("status") == "outside" and trl_vllm.get("trl_declares"):
         declared = trl_vllm["trl_declares"]
         return Finding(
@@ -462,7 +588,15 @@ def _name_present(
 
 
 def _name_missing_in_every_release(
-    name: str, module: str, package: str, importer: str | None, evidence: str, spans: list, moved: list, history
+    name: str,
+    module: str,
+    package: str,
+    importer: str | None,
+    evidence: str,
+    spans: list,
+    moved: list,
+    history,
+    upgrade: tuple[str, str] | None = None,
 ) -> Finding:
     """No version stated: the answer every release of the histories gives, asserted only where it is one answer."""
     first, newest = history.releases[0], history.newest
@@ -503,8 +637,9 @@ def _name_missing_in_every_release(
             name,
             True,
             f"{module} had '{name}' in {package} {first}-{last} only{who}: the run's {package} (no version in the "
-            f"log) is newer{moved_text}.",
-            f"pip install '{package}<={last}'" + (f", or upgrade {importer}" if importer else ""),
+            f"log) is newer{moved_text}" + (f"; {upgrade[1]}." if upgrade else "."),
+            f"pip install '{package}<={last}'"
+            + (f", or {upgrade[0]}" if upgrade else f", or upgrade {importer}" if importer else ""),
             evidence,
             remedy="upgrade-importer" if importer else "pin",
             **common,
@@ -721,6 +856,7 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
                     _importer(text, m.start()),
                     versions,
                     trl_vllm,
+                    importing_module=_importing_module(text, m.start()),
                 ),
             )
         )
@@ -732,7 +868,10 @@ def _errors(text: str, versions: dict[str, str], trl_vllm: dict | None) -> list[
         importer = _importer(text, m.start())
         if "." in module:  # a submodule missing from an installed package: the package's release lacks it
             parent, _, leaf = module.rpartition(".")
-            found.append((m.start(), _name_missing(leaf, parent, evidence, importer, versions, trl_vllm)))
+            finding = _name_missing(
+                leaf, parent, evidence, importer, versions, trl_vllm, True, _importing_module(text, m.start())
+            )
+            found.append((m.start(), finding))
         else:
             found.append((m.start(), _missing_module(module, evidence, importer, platform_of(text))))
     for m in _matches(_ATTR_MODULE, text, "has no attribute"):
@@ -959,6 +1098,8 @@ def _call_over_releases(
     definitions = _definitions(callable_name)
     frames = frames_before(text, position)
     running = {frame.distribution for frame in frames_before(text, position, chained=True)}
+    if running & set(_COPIES_UPSTREAM):  # unsloth's compiled trainers are copies of trl's: they call into trl
+        running |= set(_COPIED_UPSTREAM)
     in_traceback = [d for d in definitions if d[0] in running]
     definitions = in_traceback or definitions  # the distributions whose code the traceback runs, where one is
     if len({distribution for distribution, _, _ in definitions}) == 1:
@@ -976,7 +1117,7 @@ def _call_over_releases(
         if detail not in names:
             return None
         positional = names.index(detail)
-    fits = [(first, last) for first, last, signature in spans if _binds(signature, kind, detail, positional)]
+    fits = _joined(history, [(a, b) for a, b, signature in spans if _binds(signature, kind, detail, positional)])
     caller = frames[-1].distribution if frames else None
     caller_text = f"{caller}'s code" if caller else "the calling script"
     function = name.rsplit(".", 1)[-1]
@@ -1004,15 +1145,19 @@ def _call_over_releases(
     newest, oldest = history.newest, history.releases[0]
     at = history.nearest(version) if version else None
     if at:
-        later = [first for first, _ in fits if release(first) > release(at)]
+        later = [(first, last) for first, last in fits if release(first) > release(at)]
         earlier = [last for _, last in fits if release(last) < release(at)]
         if later and not earlier:
+            narrowed, declared = _narrowed_to_declared(history, distribution, later[0], caller, versions)
+            declared = f" ({declared})" if declared else ""
+            if narrowed is None:
+                return _copy_of_another_release(f"{takes}{declared}", distribution, version, evidence, caller, name)
             return Finding(
                 "signature-mismatch",
                 name,
                 True,
-                f"{takes}: {distribution} {version} is older than {caller_text} expects.",
-                f"pip install '{distribution}>={later[0]}'",
+                f"{takes}: {distribution} {version} is older than {caller_text} expects{declared}.",
+                f"pip install {_in_span(history, distribution, narrowed).removeprefix('--upgrade ')}",
                 evidence,
                 remedy="upgrade",
                 version=version,
@@ -1223,7 +1368,7 @@ def _raised_in_a_copy(versions: dict[str, str], evidence) -> list[tuple[int, Fin
     )
     stated = ", ".join(f"{name} {versions[name]}" for name in (*together, *upstream) if name in versions)
     frame = error.frames[-1]
-    where = frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+    where = _place(frame)
     copied = ", ".join(upstream) or "trl, transformers and vLLM"
     return [
         (
@@ -1244,6 +1389,159 @@ def _raised_in_a_copy(versions: dict[str, str], evidence) -> list[tuple[int, Fin
             ),
         )
     ]
+
+
+# The upstream distributions whose releases a copying package declares (unsloth declares trl's range).
+_COPIED_UPSTREAM = ("trl",)
+
+
+def _specifier_text(requirements: list) -> str:
+    return ",".join(str(r.specifier) for r in requirements)
+
+
+def _joined(history, spans: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Spans of ``history``'s releases with the adjacent ones joined (signature spans that each take a call)."""
+    index = {each: i for i, each in enumerate(history.releases)}
+    inside = [each for each in history.releases if any(index[a] <= index[each] <= index[b] for a, b in spans)]
+    return _release_spans(history, inside)
+
+
+def _place(frame) -> str:
+    """A frame as the answer names it: "UnslothGRPOTrainer.py, _prepare_inputs"."""
+    return frame.path.replace("\\", "/").rsplit("/", 1)[-1] + (f", {frame.function}" if frame.function else "")
+
+
+def _in_span(history, distribution: str, span: tuple[str, str]) -> str:
+    """A pip requirement for a release in ``span``: ``'unsloth>=A,<=B'`` (``--upgrade`` where B is the newest)."""
+    first, last = span
+    if last == history.newest:
+        return f"--upgrade '{distribution}>={first}'"
+    return f"'{distribution}=={first}'" if first == last else f"'{distribution}>={first},<={last}'"
+
+
+def _declared_by_copier(copier: str | None, upstream: str, versions: dict[str, str]) -> list:
+    """The requirements on ``upstream`` that the run's unsloth release declares, when ``copier`` (the code that made
+    the call) is unsloth's and the log states its release; [] otherwise."""
+    stated = versions.get("unsloth")
+    history = _history("unsloth")
+    if copier not in _COPIES_UPSTREAM or upstream not in _COPIED_UPSTREAM or not stated or history is None:
+        return []
+    return history.declared(stated, upstream) if history.nearest(stated) == stated else []
+
+
+def _narrowed_to_declared(
+    history, upstream: str, span: tuple[str, str], caller: str | None, versions: dict[str, str]
+) -> tuple[tuple[str, str] | None, str]:
+    """The first run of ``upstream`` releases in ``span`` that the run's unsloth release also declares, when
+    ``caller`` is unsloth's code (its compiled copy of trl's trainer); None when none is, and the note that says
+    what unsloth declares ("" when the caller is not unsloth's, or the log states no unsloth release)."""
+    declared = _declared_by_copier(caller, upstream, versions)
+    if not declared:
+        return span, ""
+    first, last = span
+    inside = [
+        each
+        for each in history.releases
+        if release(first) <= release(each) <= release(last)
+        and all(r.specifier.contains(each, prereleases=True) for r in declared)
+    ]
+    note = f"unsloth {versions['unsloth']} declares {upstream}{_specifier_text(declared)}"
+    return (_release_spans(history, inside)[0] if inside else None), note
+
+
+def _copy_of_another_release(
+    cause: str, upstream: str, version: str | None, evidence: str, caller: str | None, callable_name: str
+) -> Finding:
+    """No ``upstream`` release both takes the call unsloth's code makes and is one the unsloth release declares: the
+    compiled copy and the unsloth release do not match (offered: a stale cache is likely, not shown)."""
+    return Finding(
+        "version-skew",
+        "unsloth",
+        False,
+        cause + ", which none of those is: the compiled trainer and the unsloth release do not match (a stale "
+        "unsloth_compiled_cache/ of another unsloth, likely).",
+        "delete unsloth_compiled_cache/ and rerun (unsloth regenerates it for its own release), or install the "
+        f"unsloth release made for {upstream}" + (f" {version}" if version else ""),
+        evidence,
+        package="unsloth",
+        importer=caller,
+        callable=callable_name,
+        data="API histories",
+    )
+
+
+def _declared_pair(versions: dict[str, str], evidence) -> list[tuple[int, Finding]]:
+    """An error raised inside unsloth's / unsloth_zoo's code, and the upstream release (trl) the run used against the
+    range the unsloth release declares (its Requires-Dist in the histories). Asserted where the log states both
+    releases and the upstream one is outside the declared range; with no unsloth release in the log, the unsloth
+    releases that accept the upstream one, offered."""
+    error = evidence.errors[-1] if evidence.errors else None
+    if error is None or not any(f.distribution in _COPIES_UPSTREAM for f in error.frames):
+        return []
+    copier = _history("unsloth")
+    found = []
+    for upstream in _COPIED_UPSTREAM:
+        upstream_version = versions.get(upstream)
+        if copier is None or not upstream_version or not re.match(r"\d+(\.\d+)*$", upstream_version):
+            continue
+        frame = next(f for f in reversed(error.frames) if f.distribution in _COPIES_UPSTREAM)
+        where = _place(frame)
+        common = {"package": upstream, "importer": "unsloth", "data": "API histories (unsloth's declared requirements)"}
+        stated = versions.get("unsloth")
+        at = copier.nearest(stated) if stated else None
+        if at and at == stated:
+            declared = copier.declared(at, upstream)
+            if not declared or all(r.specifier.contains(upstream_version, prereleases=True) for r in declared):
+                continue  # the pair is one unsloth declares: not this reasoner's to blame
+            accepting = _release_spans(copier, copier.releases_accepting(upstream, upstream_version))
+            other = (
+                f", or an unsloth release that accepts {upstream} {upstream_version} ({_spans_text(accepting[-2:])}): "
+                f"pip install {_in_span(copier, 'unsloth', accepting[-1])} unsloth_zoo"
+                if accepting
+                else ""
+            )
+            found.append(
+                (
+                    error.position,
+                    Finding(
+                        "version-skew",
+                        upstream,
+                        True,
+                        f"unsloth {stated} declares {upstream}{_specifier_text(declared)}, and the run's {upstream} is "
+                        f"{upstream_version}: outside it. The error is raised in unsloth's code ({where}), which "
+                        f"copies and patches {upstream}'s trainers for the {upstream} releases it declares.",
+                        f"pip install '{upstream}{_specifier_text(declared)}'{other}",
+                        error.line,
+                        version=upstream_version,
+                        remedy="pin",
+                        **common,
+                    ),
+                )
+            )
+        elif not stated:
+            accepting = _release_spans(copier, copier.releases_accepting(upstream, upstream_version))
+            if not accepting:
+                continue
+            fix = f"pip install {_in_span(copier, 'unsloth', accepting[-1])} unsloth_zoo"
+            found.append(
+                (
+                    error.position,
+                    Finding(
+                        "version-skew",
+                        upstream,
+                        False,
+                        f"the error is raised in unsloth's code ({where}), and the log states {upstream} "
+                        f"{upstream_version} but no unsloth release: the unsloth releases that declare {upstream} "
+                        f"{upstream_version} acceptable are {_spans_text(accepting)}; an unsloth outside those was "
+                        f"made for other {upstream} releases.",
+                        fix,
+                        error.line,
+                        version=upstream_version,
+                        **common,
+                    ),
+                )
+            )
+    return found
 
 
 # The messages a refused setting gives, the package that gave it and how it was passed (see settings.installed).
@@ -1403,20 +1701,30 @@ def _arity(m: re.Match, text: str, versions: dict[str, str]) -> Finding | None:
     history = _history(callee)
     if history is not None:
         qualname = f"{_GRPO_CLASSES[role][1]}.{_GRPO_CLASSES[role][2]}.{method}"
-        fits = [
-            first
-            for first, _, signature in history.signature_spans(qualname)
-            if signature.accepts(given - 1, ()) is None
-        ]  # less self
+        fits = _joined(
+            history,
+            [
+                (first, last)
+                for first, last, signature in history.signature_spans(qualname)
+                if signature.accepts(given, ()) is None  # Python's count and accepts() both count self
+            ],
+        )
         version = versions.get(callee)
-        later = [first for first in fits if version and release(first) > release(version)]
+        later = [(first, last) for first, last in fits if version and release(first) > release(version)]
         if later:
+            first, last = later[0]
+            takes_it = f" {callee} {first}" + ("" if first == last else f"-{last}") + f" takes {given}"
+            narrowed, declared = _narrowed_to_declared(history, callee, later[0], caller, versions)
+            takes_it += f"; {declared}" if declared else ""
+            if narrowed is None:  # no trl both binds the call and is one that unsloth declares: its release is off
+                return _copy_of_another_release(cause + takes_it, callee, version, evidence, caller, owner)
+            first, last = narrowed
             return Finding(
                 "signature-mismatch",
                 method,
                 True,
-                cause + f" {callee} {later[0]} takes {given}.",
-                f"pip install '{callee}>={later[0]}'",
+                cause + takes_it + ".",
+                f"pip install {_in_span(history, callee, (first, last)).removeprefix('--upgrade ')}",
                 evidence,
                 package=callee,
                 importer=caller,
@@ -1802,6 +2110,7 @@ def reason(text: str, versions: dict[str, str], trl_vllm: dict | None = None, ev
     found += _own_refusals(text)
     evidence = evidence if evidence is not None else read_evidence(text)
     found += _raise_site_findings(text, versions, evidence)
+    found += _declared_pair(versions, evidence)
     if not found:  # the weakest reading of an error, only where nothing else explains it
         found += _raised_in_a_copy(versions, evidence)
     found += _metric_findings(text)
