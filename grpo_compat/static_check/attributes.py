@@ -251,26 +251,27 @@ def _self_assignments(module: Module, function) -> set[str]:
 
 def _self_reads(module: Module, function) -> list[tuple[str, int]]:
     """``self.X`` loads in a method, none under a test of attributes or versions, none in a ``try``."""
-    reads = []
-
-    def visit(node) -> None:
-        if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
-            return
-        if isinstance(node, ast.Try | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            return  # a try may catch it; a nested function may never run
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Load)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
-        ):
-            reads.append((node.attr, node.lineno))
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
+    reads: list[tuple[str, int]] = []
     for statement in function.body:
-        visit(statement)
+        _self_reads_under(module, statement, reads)
     return reads
+
+
+def _self_reads_under(module: Module, node, reads: list[tuple[str, int]]) -> None:
+    # module-level, not nested: a nested function that calls itself is a reference cycle (Install.drop_sources)
+    if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
+        return
+    if isinstance(node, ast.Try | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+        return  # a try may catch it; a nested function may never run
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        reads.append((node.attr, node.lineno))
+    for child in ast.iter_child_nodes(node):
+        _self_reads_under(module, child, reads)
 
 
 def _always_runs(function, line: int) -> bool:
