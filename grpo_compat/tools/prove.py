@@ -34,7 +34,8 @@ Progress = Callable[[str], None]
 def run_probe(python: str, stack: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The probe's result in the interpreter ``python`` (see trainer_probe.probe); a crash is a failure to train."""
     command = [python, "-m", PROBE_MODULE, "--trainer", stack, "--settings", json.dumps(settings or {})]
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
+    environment = {**os.environ, **offline, "CUDA_VISIBLE_DEVICES": ""}
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=environment)
