@@ -214,15 +214,15 @@ def swift_argv(arguments_class: type, config: dict[str, Any], model_dir: str, da
 
     fields = {field.name for field in dataclasses.fields(arguments_class)}
     tuner = "tuner_type" if "tuner_type" in fields else "train_type"  # renamed in ms-swift 4.0
-    kept = {k: v for k, v in config.items() if k in fields and k not in SWIFT_NOT_CARRIED}
-    kept.update({k: v for k, v in SWIFT_PROBE_SETTINGS.items() if k in fields})
-    kept.update({tuner: "full", "model": model_dir, "dataset": dataset, "reward_funcs": SWIFT_REWARD})
-    kept["output_dir"] = output_dir
+    users = {k: v for k, v in config.items() if k in fields and k not in SWIFT_NOT_CARRIED}
+    probes = {k: v for k, v in SWIFT_PROBE_SETTINGS.items() if k in fields}
+    probes.update({tuner: "full", "model": model_dir, "dataset": dataset, "reward_funcs": SWIFT_REWARD})
+    kept = {**users, **probes, "output_dir": output_dir}
     argv = []
     for key, value in kept.items():
         values = value if isinstance(value, list) else [value]
         argv += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
-    return argv, sorted(k for k in config if k not in kept or k in SWIFT_PROBE_SETTINGS)
+    return argv, sorted(k for k in config if k not in users or k in probes)
 
 
 def train_one_swift_step(config: dict[str, Any], result: dict[str, Any]) -> None:
