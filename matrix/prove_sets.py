@@ -76,7 +76,7 @@ def summary(records: list[dict], first: list[dict] | None = None) -> dict:
     """Precision and recall of plain doctor's reading against the run, over the last record of each set; the cold
     doctor time from the first (a set measured again has its reading cached)."""
     judged = [r for r in records if "trains" in r]
-    failing = [r for r in judged if not r["trains"] and r.get("phase") != "imported"]
+    failing = [r for r in judged if not r["trains"]]
     flagged = [r for r in judged if r["doctor_findings"] or r["doctor_errors"]]
     true_flags = [r for r in flagged if r in failing]
     proven = [r for r in failing if any(t["trains"] for t in r["fixes_tried"])]
@@ -84,7 +84,6 @@ def summary(records: list[dict], first: list[dict] | None = None) -> dict:
     return {
         "sets": len(records),
         "unresolvable": [r["name"] for r in records if "unresolvable" in r],
-        "import_only (ms-swift: its step is not run)": [r["name"] for r in records if r.get("phase") == "imported"],
         "judged": len(judged),
         "failing": [r["name"] for r in failing],
         "reading_flags": len(flagged),

@@ -47,6 +47,18 @@ def test_doctor_prove_exits_0_where_the_set_trains():
 
 
 @pytest.mark.slow
+@pytest.mark.cells("swift-4.6")
+def test_doctor_prove_trains_one_step_of_ms_swifts_grpo_trainer_through_its_own_pipeline():
+    from tests.helpers import cell_python
+
+    done = _doctor(cell_python("swift-4.6"), "--prove", "--json", "--prove-fixes", "0")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    probe = json.loads(done.stdout)["probe"]
+    assert (probe["stack"], probe["trainer"]) == ("ms-swift", "swift.rlhf_trainers.grpo_trainer.GRPOTrainer")
+    assert (probe["trains"], probe["phase"], probe["steps"], probe["missing"]) == (True, "trained", 1, [])
+
+
+@pytest.mark.slow
 def test_doctor_prove_exits_non_zero_naming_every_missing_module_of_a_set_that_cannot_import():
     from grpo_compat.tools.prove import build_env
 

@@ -77,3 +77,30 @@ def test_a_set_whose_missing_modules_are_all_guarded_imports_cleanly(tmp_path: P
     trainer = f"try:\n    import gone\n{guard}:\n    gone = None\nclass Trainer:\n    pass\n"
     result = _record(tmp_path, {"app/__init__.py": "", "app/trainer.py": trainer})
     assert result == {"missing": [], "error": None, "found": True}
+
+
+def test_ms_swifts_command_line_carries_the_users_settings_it_takes_and_the_probes_own_model_data_and_sizes():
+    import dataclasses
+
+    from grpo_compat.testing.trainer_probe import SWIFT_REWARD, swift_argv
+
+    @dataclasses.dataclass
+    class RLHFArguments:  # the fields swift_argv reads: a 3.x one (train_type, before 4.0's tuner_type)
+        rlhf_type: str = "dpo"
+        model: str = ""
+        dataset: list = dataclasses.field(default_factory=list)
+        train_type: str = "lora"
+        loss_type: str = "grpo"
+        max_steps: int = -1
+        use_vllm: bool = False
+        output_dir: str = ""
+        reward_funcs: list = dataclasses.field(default_factory=list)
+
+    config = {"loss_type": "dapo", "max_steps": 500, "model": "Qwen/Qwen2.5-7B", "use_vllm": True, "no_such": 1}
+    argv, not_used = swift_argv(RLHFArguments, config, "/tiny", "/data.jsonl", "/out")
+    pairs = dict(zip(argv[::2], argv[1::2], strict=True))
+    assert pairs == {
+        "--loss_type": "dapo", "--rlhf_type": "grpo", "--max_steps": "1", "--train_type": "full", "--model": "/tiny",
+        "--dataset": "/data.jsonl", "--reward_funcs": SWIFT_REWARD, "--output_dir": "/out",
+    }  # fmt: skip
+    assert not_used == ["max_steps", "model", "no_such", "use_vllm"]

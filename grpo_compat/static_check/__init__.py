@@ -63,6 +63,7 @@ def find(install: Install) -> list[Finding]:
     try:
         return _find(install)
     finally:
+        install.drop_sources()  # before the collector runs again: see Install.drop_sources
         if collecting:
             gc.enable()
 

@@ -18,10 +18,14 @@ Left alone (cannot tell): a chain with a class that does not resolve, a ``__geta
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 
 from grpo_compat.static_check.calls import Definition, _resolve_expression, methods, mro, resolve
 from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Module
+
+# Statements of a method's own body that run whenever the method does (no if, loop, with or try around them).
+ALWAYS_RUN_STATEMENTS = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
 
 
 def attribute_findings(install: Install, entry: tuple[str, str], walked: dict[str, Module]) -> list[Finding]:
@@ -57,7 +61,14 @@ def attribute_findings(install: Install, entry: tuple[str, str], walked: dict[st
         module = order[index].module
         if name != "__init__" and not module.lines_mentioning(candidates):
             continue
-        for attribute, line in _self_reads(module, function):
+        # Only the reads that can be findings: of a candidate (its line mentions one), or in a statement of a running
+        # __init__'s own body (where any attribute no class sets is one); every other statement is not walked.
+        statements = [
+            statement for statement in function.body
+            if (name == "__init__" and isinstance(statement, ALWAYS_RUN_STATEMENTS))
+            or _spans_any(statement, module.lines_mentioning(candidates))
+        ]  # fmt: skip
+        for attribute, line in _self_reads(module, statements):
             if attribute in bound or attribute in seen:
                 continue
             if attribute in set_in_init:
@@ -249,31 +260,39 @@ def _self_assignments(module: Module, function) -> set[str]:
     return assigned
 
 
-def _self_reads(module: Module, function) -> list[tuple[str, int]]:
-    """``self.X`` loads in a method, none under a test of attributes or versions, none in a ``try``."""
-    reads = []
-
-    def visit(node) -> None:
-        if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
-            return
-        if isinstance(node, ast.Try | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            return  # a try may catch it; a nested function may never run
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Load)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
-        ):
-            reads.append((node.attr, node.lineno))
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    for statement in function.body:
-        visit(statement)
+def _self_reads(module: Module, statements: list) -> list[tuple[str, int]]:
+    """``self.X`` loads in a method's statements, none under a test of attributes or versions, none in a ``try``."""
+    reads: list[tuple[str, int]] = []
+    for statement in statements:
+        _self_reads_under(module, statement, reads)
     return reads
+
+
+def _spans_any(node, lines: list[int]) -> bool:
+    """Whether one of the sorted line numbers ``lines`` is within the node's lines."""
+    at = bisect.bisect_left(lines, node.lineno)
+    return at < len(lines) and lines[at] <= (node.end_lineno or node.lineno)
+
+
+def _self_reads_under(module: Module, node, reads: list[tuple[str, int]]) -> None:
+    # module-level, not nested: a nested function that calls itself is a reference cycle (Install.drop_sources)
+    if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
+        return
+    if isinstance(node, ast.Try | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+        return  # a try may catch it; a nested function may never run
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        reads.append((node.attr, node.lineno))
+    for child in ast.iter_child_nodes(node):
+        _self_reads_under(module, child, reads)
 
 
 def _always_runs(function, line: int) -> bool:
     """The read is in a statement of the method's own body (not under an if, a loop, a with or a try)."""
-    simple = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
-    return any(isinstance(s, simple) and s.lineno <= line <= (s.end_lineno or s.lineno) for s in function.body)
+    return any(
+        isinstance(s, ALWAYS_RUN_STATEMENTS) and s.lineno <= line <= (s.end_lineno or s.lineno) for s in function.body
+    )

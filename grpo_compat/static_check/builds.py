@@ -188,28 +188,30 @@ def _untested_uses(module: Module, name: str) -> list[tuple[str, int]]:
 
 
 def _calls_untested(body: list, name: str) -> list[int]:
-    lines = []
-
-    def mentions(node) -> bool:
-        return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
-
-    def visit(node) -> None:
-        if isinstance(node, ast.If | ast.IfExp | ast.While) and mentions(node.test):
-            return
-        if isinstance(node, ast.BoolOp) and any(mentions(v) for v in node.values[:-1]):
-            return
-        if isinstance(node, ast.Try):
-            return
-        if isinstance(node, ast.Call):
-            func = node.func.value if isinstance(node.func, ast.Attribute) else node.func
-            if isinstance(func, ast.Name) and func.id == name:
-                lines.append(node.lineno)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
+    lines: list[int] = []
     for statement in body:
-        visit(statement)
+        _untested_calls_under(statement, name, lines)
     return lines
+
+
+def _mentions_name(node, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def _untested_calls_under(node, name: str, lines: list[int]) -> None:
+    # module-level, not nested: a nested function that calls itself is a reference cycle (Install.drop_sources)
+    if isinstance(node, ast.If | ast.IfExp | ast.While) and _mentions_name(node.test, name):
+        return
+    if isinstance(node, ast.BoolOp) and any(_mentions_name(v, name) for v in node.values[:-1]):
+        return
+    if isinstance(node, ast.Try):
+        return
+    if isinstance(node, ast.Call):
+        func = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+        if isinstance(func, ast.Name) and func.id == name:
+            lines.append(node.lineno)
+    for child in ast.iter_child_nodes(node):
+        _untested_calls_under(child, name, lines)
 
 
 def _called_by_trainer(trainer: Module, module: Module, function_name: str) -> bool:

@@ -78,26 +78,28 @@ def _resolve_expression(install: Install, module: Module, node: ast.expr) -> Def
 
 def mro(install: Install, definition: Definition) -> list[Definition]:
     """C3 linearisation over the bases that resolve (unresolved ones, e.g. torch's, are left out)."""
+    return _linearise(install, definition, ())
 
-    def linearise(current: Definition, seen: tuple) -> list[Definition]:
-        if current.node in seen or len(seen) > 20:
-            return [current]
-        bases = [_resolve_expression(install, current.module, base) for base in current.node.bases]
-        orders = [linearise(base, (*seen, current.node)) for base in bases if isinstance(base, Definition)]
-        orders = [order for order in orders if order] + [[b for b in bases if b]]
-        result = [current]
-        while any(orders):
-            for order in orders:
-                head = order[0] if order else None
-                if head and not any(head in other[1:] for other in orders):
-                    break
-            else:
-                head = next(order[0] for order in orders if order)  # inconsistent: take the first, as DFS would
-            result.append(head)
-            orders = [[d for d in order if d != head] for order in orders]
-        return result
 
-    return linearise(definition, ())
+# The recursive walks here are module-level functions, not nested ones: a nested function that calls itself is a
+# reference cycle, which keeps every tree it reaches for the cyclic collector (Install.drop_sources).
+def _linearise(install: Install, current: Definition, seen: tuple) -> list[Definition]:
+    if current.node in seen or len(seen) > 20:
+        return [current]
+    bases = [_resolve_expression(install, current.module, base) for base in current.node.bases]
+    orders = [_linearise(install, base, (*seen, current.node)) for base in bases if isinstance(base, Definition)]
+    orders = [order for order in orders if order] + [[b for b in bases if b]]
+    result = [current]
+    while any(orders):
+        for order in orders:
+            head = order[0] if order else None
+            if head and not any(head in other[1:] for other in orders):
+                break
+        else:
+            head = next(order[0] for order in orders if order)  # inconsistent: take the first, as DFS would
+        result.append(head)
+        orders = [[d for d in order if d != head] for order in orders]
+    return result
 
 
 def methods(definition: Definition) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -126,30 +128,26 @@ def judged_calls(module: Module, root: ast.AST, names: set[str]) -> Iterator[ast
     lines = module.lines_mentioning(names)
     if not lines:
         return
-
-    def mentions(node: ast.AST) -> bool:
-        first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-        if first is None:
-            return True
-        at = bisect.bisect_left(lines, first)
-        return at < len(lines) and lines[at] <= last
-
-    def visit(node: ast.AST) -> Iterator[ast.Call]:
-        if not mentions(node):
-            return
-        if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
-            return
-        if isinstance(node, ast.Try) and any(_catches_type_error(h) for h in node.handlers):
-            for child in node.handlers + node.orelse + node.finalbody:
-                yield from visit(child)
-            return
-        if isinstance(node, ast.Call):
-            yield node
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child)
-
     for statement in getattr(root, "body", []):
-        yield from visit(statement)
+        yield from _judged_calls_under(module, lines, statement)
+
+
+def _judged_calls_under(module: Module, lines: list[int], node: ast.AST) -> Iterator[ast.Call]:
+    first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    if first is not None:
+        at = bisect.bisect_left(lines, first)
+        if not (at < len(lines) and lines[at] <= last):
+            return  # no line of this node mentions the names
+    if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
+        return
+    if isinstance(node, ast.Try) and any(_catches_type_error(h) for h in node.handlers):
+        for child in node.handlers + node.orelse + node.finalbody:
+            yield from _judged_calls_under(module, lines, child)
+        return
+    if isinstance(node, ast.Call):
+        yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _judged_calls_under(module, lines, child)
 
 
 def _catches_type_error(handler: ast.ExceptHandler) -> bool:

@@ -179,6 +179,91 @@ def train_one_step(trainer_class: Any, config: dict[str, Any], result: dict[str,
         result["steps"] = trainer.state.global_step
 
 
+# ms-swift's step: the pipeline `swift rlhf` runs (SwiftRLHF(argv).main(), i.e. rlhf_main), on the tiny Qwen2 with
+# its model type and chat template (a local folder does not tell swift them), one process on the CPU, fp32.
+SWIFT_PROBE_SETTINGS: dict[str, Any] = dict(
+    rlhf_type="grpo", model_type="qwen2", template="qwen2_5", torch_dtype="float32", check_model=False,
+    split_dataset_ratio=0, add_version=False, max_steps=1, per_device_train_batch_size=4, num_generations=4,
+    gradient_accumulation_steps=1, max_completion_length=8, logging_steps=1, save_strategy="no", report_to="none",
+    dataloader_num_workers=0, dataset_num_proc=1, eval_strategy="no",
+)  # fmt: skip
+# Left at ms-swift's defaults (no generation server, no DeepSpeed: a command line cannot say None) or the probe's own.
+SWIFT_NOT_CARRIED = ("model", "dataset", "val_dataset", "reward_funcs", "external_plugins", "use_vllm", "vllm_mode",
+                     "deepspeed", *NOT_CARRIED)  # fmt: skip
+SWIFT_REWARD = "grpo_compat_probe_length"
+
+
+def swift_api() -> tuple[Any, Any, Any, Any]:
+    """(the `swift rlhf` pipeline class, RLHFArguments, ORM, the reward registry) of ms-swift 4.x, else 3.x."""
+    if importlib.util.find_spec("swift.pipelines"):  # ms-swift 4.x layout
+        from swift.arguments import RLHFArguments
+        from swift.pipelines.train.rlhf import SwiftRLHF
+        from swift.rewards import ORM, orms
+    else:
+        from swift.llm import RLHFArguments
+        from swift.llm.train.rlhf import SwiftRLHF
+        from swift.plugin import ORM, orms
+    return SwiftRLHF, RLHFArguments, ORM, orms
+
+
+def swift_argv(arguments_class: type, config: dict[str, Any], model_dir: str, dataset: str, output_dir: str
+               ) -> tuple[list[str], list[str]]:  # fmt: skip
+    """`swift rlhf`'s command line for the probe: the user's settings this ms-swift has, then SWIFT_PROBE_SETTINGS
+    with the probe's model, data, reward and folder; and the user's settings it left out."""
+    import dataclasses
+
+    fields = {field.name for field in dataclasses.fields(arguments_class)}
+    tuner = "tuner_type" if "tuner_type" in fields else "train_type"  # renamed in ms-swift 4.0
+    users = {k: v for k, v in config.items() if k in fields and k not in SWIFT_NOT_CARRIED}
+    probes = {k: v for k, v in SWIFT_PROBE_SETTINGS.items() if k in fields}
+    probes.update({tuner: "full", "model": model_dir, "dataset": dataset, "reward_funcs": SWIFT_REWARD})
+    kept = {**users, **probes, "output_dir": output_dir}
+    argv = []
+    for key, value in kept.items():
+        values = value if isinstance(value, list) else [value]
+        argv += [f"--{key}", *(str(v).lower() if isinstance(v, bool) else str(v) for v in values)]
+    return argv, sorted(k for k in config if k not in users or k in probes)
+
+
+def train_one_swift_step(config: dict[str, Any], result: dict[str, Any]) -> None:
+    """One GRPO step through ms-swift's own pipeline, as `swift rlhf --rlhf_type grpo --max_steps 1` runs it."""
+    import transformers
+
+    from grpo_compat.testing.smoke import length_reward, prompt_texts, swift_reward_class
+    from grpo_compat.testing.tiny_model import build_tiny_qwen2
+
+    result["phase"] = "model"
+    folder = os.path.join(tempfile.gettempdir(), f"grpo_compat_tiny_qwen2_tf{transformers.__version__}")
+    model_dir = build_tiny_qwen2(folder)
+    pipeline_class, arguments_class, orm, orms = swift_api()
+    orms[SWIFT_REWARD] = swift_reward_class(orm, length_reward, "ProbeLengthReward")
+    with tempfile.TemporaryDirectory(prefix="grpo_compat_prove_") as output_dir:
+        dataset = os.path.join(output_dir, "prompts.jsonl")
+        with open(dataset, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps({"messages": [{"role": "user", "content": text}]}) + "\n"
+                              for text in prompt_texts())  # fmt: skip
+        result["phase"] = "config"
+        argv, result["settings_not_used"] = swift_argv(arguments_class, config, str(model_dir), dataset, output_dir)
+        pipeline = pipeline_class(argv)  # parses and checks the arguments, loads the model and the reference model
+        result["phase"] = "trainer"
+        swift_train = pipeline.train
+
+        def train(trainer: Any) -> Any:
+            result["phase"] = "step"
+            started = time.perf_counter()
+            try:
+                return swift_train(trainer)
+            finally:
+                result["step_s"] = round(time.perf_counter() - started, 2)
+                result["steps"] = trainer.state.global_step
+
+        pipeline.train = train
+        pipeline.main()
+    if not result.get("steps"):
+        raise RuntimeError(f"ms-swift's pipeline ended after {result.get('steps', 0)} steps (in its {result['phase']} "
+                           "phase)")  # fmt: skip
+
+
 def probe(stack: str, config: dict[str, Any]) -> dict[str, Any]:
     """The probe's result: trains (bool), phase, missing (in order), error; see the module's docstring."""
     result: dict[str, Any] = {"stack": stack, "trains": False, "phase": "import", "missing": [], "error": None}
@@ -189,11 +274,11 @@ def probe(stack: str, config: dict[str, Any]) -> dict[str, Any]:
     result["import_s"] = round(time.perf_counter() - started, 2)
     if trainer_class is None or result["missing"]:
         return result
-    if stack != "trl":  # ms-swift's step runs through its own pipeline: the probe stops at the import
-        result["phase"] = "imported"
-        return result
     try:
-        train_one_step(trainer_class, config, result)
+        if stack == "trl":
+            train_one_step(trainer_class, config, result)
+        else:  # ms-swift builds its trainer itself, in the pipeline `swift rlhf` runs
+            train_one_swift_step(config, result)
         result["trains"], result["phase"] = True, "trained"
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the failure is the probe's answer
         result["error"] = describe(error)
@@ -220,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads(args.settings)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("MODELSCOPE_OFFLINE", "1")
     result = probe(args.trainer, config)
     sys.stdout.flush()
     print("\n" + json.dumps(result, default=str), flush=True)
