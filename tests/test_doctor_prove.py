@@ -103,3 +103,12 @@ def test_a_change_that_gets_further_is_tried_again_with_the_readings_fix_of_what
     still = {"missing": [{"kind": "missing-module", "name": "msgspec", "where": "swift.trainers.utils:16"}]}
     assert _with_remaining_fixes(["trl>=0.17.0"], still, findings) == ["trl>=0.17.0", "msgspec"]
     assert _with_remaining_fixes(["trl>=0.17.0"], {"missing": [], "error": None}, findings) == []
+
+
+def test_the_env_cache_key_is_the_resolved_pins_alone_not_the_scratch_folder_uv_names():
+    from grpo_compat.tools.prove import pins_only
+
+    def compiled(scratch: str) -> str:
+        return f"trl==0.14.0\n    # via -r /tmp/{scratch}/requirements.in\ntorch==2.13.0+cpu\n    # via\n    #   trl\n"
+
+    assert pins_only(compiled("resolve-a")) == pins_only(compiled("resolve-b")) == "trl==0.14.0\ntorch==2.13.0+cpu\n"

@@ -156,7 +156,14 @@ def resolve(requirements: list[str], preferred: dict[str, str], folder: Path, pr
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     compile_ = [*uv_command(), "pip", "compile", "--quiet", "--python", sys.executable, "--no-header", *links]
     _run([*compile_, str(wanted), "-o", str(resolved)], log, "resolving the set with uv", progress)
-    return "".join(line + "\n" for line in resolved.read_text().splitlines() if line and not line.startswith("#"))
+    return pins_only(resolved.read_text())
+
+
+def pins_only(compiled: str) -> str:
+    """The pin lines of uv's compiled output, without its annotations: ``# via -r <scratch>/requirements.in`` names
+    the temporary folder of each resolution, and this text is the env's cache key."""
+    lines = (line.strip() for line in compiled.splitlines())
+    return "".join(line + "\n" for line in lines if line and not line.startswith("#"))
 
 
 def build_env(
