@@ -240,15 +240,20 @@ def with_change(installed: dict[str, str], change: list[str]) -> tuple[list[str]
 
 
 def prove_change(
-    python: str, stack: str, change: list[str], settings: dict[str, Any], progress: Progress | None = None
+    python: str | None,
+    stack: str,
+    change: list[str],
+    settings: dict[str, Any],
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Build the set of ``python`` plus ``change`` and probe it: {change, command, trains, probe | error, seconds}."""
+    """Build the set of ``python`` plus ``change`` (``python`` None: ``change`` alone, a whole set) and probe it:
+    {change, command, trains, probe | error, seconds}."""
     from grpo_compat.matrix.envs import EnvBuildError, uv_error
 
     started = time.monotonic()
     command = "pip install " + " ".join(f"'{spec}'" for spec in change)
     outcome: dict[str, Any] = {"change": change, "command": command, "trains": False}
-    installed = {_name(name): version for name, version in installed_set(python).items()}
+    installed = {_name(name): version for name, version in installed_set(python).items()} if python else {}
     requirements, preferred = with_change(installed, change)
     try:
         env_python, resolved = build_env(requirements, preferred, progress)
@@ -265,6 +270,35 @@ def prove_change(
         outcome["trains"] = passes(outcome["probe"])
     outcome["seconds"] = round(time.monotonic() - started, 1)
     return outcome
+
+
+def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+    """``check --with ... --prove``: the what-if's set built by uv in a throwaway env (this interpreter's set plus the
+    requirements asked for; a lock's set alone) and the probe run there, its failures named with the what-if's
+    findings. {stack, change, trains, probe | error, failures, moved, seconds}: prove_change's outcome."""
+    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use
+
+    stack = trainer_in_use(hypothetical.versions) or "trl"
+    change = [spec for spec in hypothetical.requested if _name(spec) != "grpo-compat"]  # grpo_compat: this source
+    if progress:
+        progress(f"building the set with uv and running the probe: import {stack}'s GRPO trainer, then one GRPO step")
+    outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
+    findings = [finding.to_dict() for finding in import_findings(hypothetical.versions)]
+    outcome["failures"] = failures(outcome["probe"], findings) if "probe" in outcome else []
+    return {"stack": stack, "whole": hypothetical.whole, **outcome}
+
+
+def format_hypothetical_proof(outcome: dict[str, Any]) -> str:
+    """The run of ``check --with ... --prove``: doctor --prove's wording for the built set, without fixes."""
+    if "probe" not in outcome:
+        return f"Run: cannot train: {outcome['error']}"  # uv cannot build the set
+    proof = {"stack": outcome["stack"], "probe": outcome["probe"], "failures": outcome["failures"], "fixes_tried": []}
+    if outcome["whole"]:
+        built = f"the locked set of {len(outcome['moved'])} packages"
+    else:
+        moves = ", ".join(f"{name} {move}" for name, move in outcome["moved"].items()) or "nothing"
+        built = f"this env's set plus the change, resolved by uv (moves: {moves})"
+    return f"{format_run(proof)}\n  ran in {built}, built in a throwaway env; {outcome['seconds']} s in all"
 
 
 def passes(probe: dict[str, Any]) -> bool:
@@ -319,22 +353,9 @@ def prove(
 
 
 def format_proof(proof: dict[str, Any]) -> str:
-    probe = proof["probe"]
-    trainer = probe.get("trainer", proof["stack"])
-    if probe.get("trains"):
-        return f"Run: trains: {trainer} imported and trained one GRPO step on a tiny local model ({probe['wall_s']} s)"
-    if probe.get("phase") == "imported":
-        return (f"Run: {trainer} imports ({probe['wall_s']} s); the one-step run covers trl's trainer only, so "
-                "ms-swift's training is not proven")  # fmt: skip
-    missing = probe.get("missing") or []
-    where = f"the import of {trainer}" if probe.get("phase") == "import" else f"the {probe.get('phase')} phase"
-    lines = [f"Run: cannot train: {where} fails ({probe.get('wall_s')} s)"]
-    if missing:
-        lines.append(f"  the import meets {len(missing)} missing, in order:")
-    for number, item in enumerate(proof["failures"], 1):
-        lines.append(f"  {number}. {item['error']} (at {item['where'] or '?'})")
-        if item.get("finding"):
-            lines.append(f"     why: {item['finding']['message']} ({item['finding']['where']})")
+    lines = [format_run(proof)]
+    if passes(proof["probe"]):
+        return lines[0]
     for outcome in proof["fixes_tried"]:
         if outcome["trains"]:
             moved = ", ".join(f"{n} {v}" for n, v in outcome["moved"].items()) or "nothing else"
@@ -351,6 +372,27 @@ def format_proof(proof: dict[str, Any]) -> str:
         lines.append("No fix tried: none is printed as proven")
     elif not any(outcome["trains"] for outcome in proof["fixes_tried"]):
         lines.append("No proven fix")
+    return "\n".join(lines)
+
+
+def format_run(proof: dict[str, Any]) -> str:
+    """The probe's verdict, and each failure with the reading's cause where it has one."""
+    probe = proof["probe"]
+    trainer = probe.get("trainer", proof["stack"])
+    if probe.get("trains"):
+        return f"Run: trains: {trainer} imported and trained one GRPO step on a tiny local model ({probe['wall_s']} s)"
+    if probe.get("phase") == "imported":
+        return (f"Run: {trainer} imports ({probe['wall_s']} s); the one-step run covers trl's trainer only, so "
+                "ms-swift's training is not proven")  # fmt: skip
+    missing = probe.get("missing") or []
+    where = f"the import of {trainer}" if probe.get("phase") == "import" else f"the {probe.get('phase')} phase"
+    lines = [f"Run: cannot train: {where} fails ({probe.get('wall_s')} s)"]
+    if missing:
+        lines.append(f"  the import meets {len(missing)} missing, in order:")
+    for number, item in enumerate(proof["failures"], 1):
+        lines.append(f"  {number}. {item['error']} (at {item['where'] or '?'})")
+        if item.get("finding"):
+            lines.append(f"     why: {item['finding']['message']} ({item['finding']['where']})")
     return "\n".join(lines)
 
 
