@@ -111,15 +111,34 @@ def proposed_changes(
 
 
 def requirement_options(fix: str) -> list[list[str]]:
-    """``pip install 'a<2' or 'b>=3'`` -> [['a<2'], ['b>=3']]; a fix in words proposes nothing to run."""
+    """``pip install 'a<2' or 'b>=3'`` -> [['a<2'], ['b>=3']]. Where a fix offers several options, or says more than
+    names, only quoted requirements or ones with a version specifier count: ``pip install "trl>=0.29" (ms-swift 4.x
+    takes it), or pip install "transformers<5.3"`` -> [['trl>=0.29'], ['transformers<5.3']] (no package "pip" or
+    "install"), and ``..., or call model.enable_input_require_grads()`` proposes nothing; a bare ``pip install vllm``
+    is vllm. A fix in words proposes nothing to run."""
     if not fix.startswith("pip install "):
         return []
-    options = []
-    for option in fix.removeprefix("pip install ").split(" or "):
-        specs = [spec.strip("'\"") for spec in option.split()]
-        if specs and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],]*([<>=!~].*)?", s) for s in specs):
-            options.append(specs)
-    return options
+    options = re.split(r"[,;]?\s+or\s+", fix.removeprefix("pip install "))
+    bare_names_allowed = len(options) == 1 and not re.search(r"[(;]", fix)
+    found = []
+    for option in options:
+        option = re.sub(r"\([^)]*\)", " ", option.strip().removeprefix("pip install ")).split(";")[0]
+        tokens = re.findall(r"""(['"])(.+?)\1|([^\s'"]+)""", option)
+        specs = [quoted or bare.rstrip(",;") for _, quoted, bare in tokens]
+        named = all(quoted or re.search(r"[<>=!~]", bare) for _, quoted, bare in tokens)
+        if specs and (named or bare_names_allowed) and all(_is_requirement(spec) for spec in specs):
+            found.append(specs)
+    return found
+
+
+def _is_requirement(text: str) -> bool:
+    """A requirement pip installs (``trl>=0.29``), not a setting written beside one (``use_reentrant=True``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return not Requirement(text).url and not Requirement(text).marker
+    except InvalidRequirement:
+        return False
 
 
 # -- throwaway envs: a set resolved by uv, cached by the resolved set ------------------------------------------------
