@@ -2,10 +2,16 @@
 tests/fixtures/prove_sets.toml: each set built by uv from its pins (torch 2.13 CPU), sequentially.
 
     python -m matrix.prove_sets [--only NAME ...] [--output .matrix/prove-sets.jsonl]
+    python -m matrix.prove_sets --what-if [--only NAME ...] [--output ...] [--what-if-output ...]
 
 One JSON line per set: the resolved versions, plain doctor's findings and time (cold: a new set has no cached
 reading), the run's verdict and failures, the fixes tried and whether they trained. Then the summary: precision and
 recall of the reading against the run, and recall counting only proven fixes.
+
+``--what-if``: the what-if (``check --requirements``, read from the API histories) on each measured set, from this
+interpreter's env (not the set's): the set's env as it was built (every distribution and version it holds) written
+as a uv lock, the whole set, so that nothing installed here leaks in. Its verdict (exit 1: would not train, 0: reads
+clean) is set beside the run's from ``--output``; one JSON line per set, then the agreement.
 """
 
 from __future__ import annotations
@@ -72,6 +78,55 @@ def measure(entry: dict) -> dict:
     return record
 
 
+def write_lock(versions: dict[str, str], path: Path) -> Path:
+    """``versions`` (a whole environment) as a uv lock: the form ``check --requirements`` reads as the whole set."""
+    registry = '{ registry = "https://pypi.org/simple" }'
+    packages = "".join(f'\n[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {registry}\n'
+                       for name, version in sorted(versions.items()))  # fmt: skip
+    path.write_text("version = 1\n" + packages)
+    return path
+
+
+def what_if(entry: dict, folder: Path) -> dict:
+    """The what-if's verdict on the set of ``entry`` (its env built, or found in the cache, by ``build_env``)."""
+    from grpo_compat.tools.prove import installed_set
+
+    record: dict = {"name": entry["name"]}
+    try:
+        python, _ = build_env([*entry["pins"], *ALWAYS], progress=lambda m: print(f"  {m}", flush=True))
+    except EnvBuildError as error:
+        record["unresolvable"] = uv_error(error)
+        return record
+    lock = write_lock(installed_set(str(python)), folder / f"{entry['name']}.lock")
+    done, record["what_if_s"] = cli(Path(sys.executable), "check", "--requirements", str(lock), "--json")
+    record["what_if_exit"] = done.returncode
+    result = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    if not result:
+        record["what_if_crash"] = (done.stderr or done.stdout)[-1500:]
+        return record
+    record["trainer"] = result["trainer"]
+    record["what_if_findings"] = [f"{f['kind']}: {f['message']}" for f in result["import"] + result["requirements"]]
+    record["what_if_findings"] += [f"known import failure {f['id']}" for f in result["known_import_failures"]]
+    return record
+
+
+def agreement(what_ifs: list[dict], proofs: list[dict]) -> list[dict]:
+    """Each set's run verdict (the last record of ``proofs``) beside the what-if's: agree when the what-if exits 1
+    exactly where the run cannot train (ms-swift: cannot import, its step being unrun)."""
+    runs = {r["name"]: r for r in proofs if "trains" in r}
+    rows = []
+    for record in what_ifs:
+        run = runs.get(record["name"])
+        if run is None or "what_if_exit" not in record:
+            continue
+        trains = run["trains"] or run.get("phase") == "imported"
+        fails_reading = record["what_if_exit"] == 1
+        rows.append({"set": record["name"], "run": "trains" if trains else f"fails ({run.get('phase')})",
+                     "what_if": "would not train" if fails_reading else "clean", "agree": trains != fails_reading,
+                     "what_if_s": record["what_if_s"]})  # fmt: skip
+    return rows
+
+
 def summary(records: list[dict], first: list[dict] | None = None) -> dict:
     """Precision and recall of plain doctor's reading against the run, over the last record of each set; the cold
     doctor time from the first (a set measured again has its reading cached)."""
@@ -101,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="measure these sets only")
     parser.add_argument("--output", default=".matrix/prove-sets.jsonl")
     parser.add_argument("--summary", action="store_true", help="summarise --output's records (the last of each set)")
+    parser.add_argument("--what-if", action="store_true", help="the what-if on each set, against --output's runs")
+    parser.add_argument("--what-if-output", default=".matrix/what-if-sets.jsonl")
     args = parser.parse_args(argv)
+    if args.what_if:
+        return main_what_if(args)
     if args.summary:
         records = [json.loads(line) for line in Path(args.output).read_text().splitlines()]
         latest, first = {r["name"]: r for r in records}, {r["name"]: r for r in reversed(records)}
@@ -119,6 +178,25 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(record) + "\n")
         print(json.dumps(record, indent=1), flush=True)
     print(json.dumps(summary(records), indent=1))
+    return 0
+
+
+def main_what_if(args: argparse.Namespace) -> int:
+    entries = [e for e in tomllib.loads(SETS.read_text())["set"] if not args.only or e["name"] in args.only]
+    output = Path(args.what_if_output)
+    folder = output.parent / "what-if-sets"
+    folder.mkdir(parents=True, exist_ok=True)
+    records = []
+    for entry in entries:
+        print(f"{entry['name']}: {', '.join(entry['pins'])}", flush=True)
+        records.append(what_if(entry, folder))
+        with output.open("a") as out:
+            out.write(json.dumps(records[-1]) + "\n")
+        print(json.dumps(records[-1], indent=1), flush=True)
+    proofs = [json.loads(line) for line in Path(args.output).read_text().splitlines()]
+    rows = agreement(records, proofs)
+    print(json.dumps(rows, indent=1))
+    print(f"agree: {sum(row['agree'] for row in rows)}/{len(rows)}")
     return 0
 
 

@@ -264,6 +264,23 @@ def test_bad_input_exits_2_with_one_line(args, message):
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_check_prove_without_a_set_to_build_is_bad_input():
+    result = check("--prove")
+    assert result.returncode == 2 and "doctor --prove runs the installed one" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_what_prove_builds_is_the_change_on_the_installed_set_or_a_lock_alone(tmp_path):
+    change = what_if("trl==0.29.1", "requests>=2; sys_platform != 'nonexistent'")
+    assert change.requested == ["trl==0.29.1", "requests>=2"] and not change.whole  # installed + these, by uv
+    lock = tmp_path / "uv.lock"
+    lock.write_text(
+        '[[package]]\nname = "trl"\nversion = "0.29.1"\nsource = { registry = "https://pypi.org/simple" }\n'
+    )
+    locked = what_if(requirements=str(lock))
+    assert locked.requested == ["trl==0.29.1"] and locked.whole  # the lock is the whole set
+
+
 def test_a_lock_that_is_not_toml_exits_2(tmp_path):
     lock = tmp_path / "uv.lock"
     lock.write_text("[[package]\nname=")
@@ -299,3 +316,26 @@ def test_the_verdict_agrees_with_importing_that_trl_over_this_env(trl, tmp_path)
         capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(target)},
     )  # fmt: skip
     assert (reading.returncode == 0) == (imported.returncode == 0), reading.stdout + imported.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_check_prove_builds_the_locked_set_runs_it_and_names_each_failure_with_the_readings_cause(tmp_path):
+    """trl 0.24.0 on transformers 5.23.0 (the set doctor --prove's slow test builds, so its env is reused): the what-if
+    reads the catalogued import failure, and --prove's run of the set fails at the import too, exit 1."""
+    from grpo_compat.tools.prove import build_env, format_hypothetical_proof, installed_set
+
+    python, _ = build_env(["trl==0.24.0", "transformers==5.23.0", "torch==2.13.0+cpu", "datasets", "PyYAML"])
+    lock = tmp_path / "uv.lock"
+    registry = 'source = { registry = "https://pypi.org/simple" }'
+    lock.write_text("".join(f'[[package]]\nname = "{name}"\nversion = "{version}"\n{registry}\n'
+                            for name, version in installed_set(str(python)).items()))  # fmt: skip
+    result = check("--requirements", str(lock), "--prove", "--json")
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert not data["ok"]  # the reading's verdict
+    run = data["prove"]
+    assert run["whole"] and not run["trains"] and run["probe"]["phase"] == "import"
+    assert run["moved"]["trl"] == "none -> 0.24.0"  # the lock's set, built
+    assert run["failures"] and all(f["error"] for f in run["failures"])
+    text = format_hypothetical_proof(run)  # what the command prints without --json (one run is enough)
+    assert text.startswith("Run: cannot train: the import of") and "ran in the locked set of" in text

@@ -25,6 +25,16 @@ def _doctor(python: str, *arguments: str) -> subprocess.CompletedProcess:
 def test_a_fix_in_words_proposes_nothing_to_run_and_pins_then_a_newer_trainer_are_tried_before_installs():
     assert requirement_options("pip install 'vllm<0.12.0' or 'trl>=0.27.0'") == [["vllm<0.12.0"], ["trl>=0.27.0"]]
     assert requirement_options("install a transformers release that has X, or a trl release that ...") == []
+    # the catalogue's wording: each option its own pip install, a remark in parentheses (no package "install")
+    catalogue = 'pip install "trl>=0.29" (ms-swift 4.x takes it), or pip install "transformers<5.3"'
+    assert requirement_options(catalogue) == [["trl>=0.29"], ["transformers<5.3"]]
+    assert requirement_options('pip install "trl>=0.16", or call model.enable_input_require_grads()') == [["trl>=0.16"]]
+    assert requirement_options('pip install "trl>=1.0" (or trl 0.27.2); grpo_compat renders the prompts') == [
+        ["trl>=1.0"]
+    ]
+    assert requirement_options('pip install "deepspeed>=0.19.3" (DeepSpeed#8148), or use_reentrant=True') == [
+        ["deepspeed>=0.19.3"]
+    ]  # fmt: skip
     findings = [
         {"kind": "missing-module", "message": "No module named 'vllm'", "fix": "pip install vllm"},
         {"kind": "missing-name", "message": "...", "fix": "pip install 'transformers<5.3.0' or 'trl>=0.27.0'"},
@@ -115,3 +125,12 @@ def test_a_change_that_gets_further_is_tried_again_with_the_readings_fix_of_what
     still = {"missing": [{"kind": "missing-module", "name": "msgspec", "where": "swift.trainers.utils:16"}]}
     assert _with_remaining_fixes(["trl>=0.17.0"], still, findings) == ["trl>=0.17.0", "msgspec"]
     assert _with_remaining_fixes(["trl>=0.17.0"], {"missing": [], "error": None}, findings) == []
+
+
+def test_the_env_cache_key_is_the_resolved_pins_alone_not_the_scratch_folder_uv_names():
+    from grpo_compat.tools.prove import pins_only
+
+    def compiled(scratch: str) -> str:
+        return f"trl==0.14.0\n    # via -r /tmp/{scratch}/requirements.in\ntorch==2.13.0+cpu\n    # via\n    #   trl\n"
+
+    assert pins_only(compiled("resolve-a")) == pins_only(compiled("resolve-b")) == "trl==0.14.0\ntorch==2.13.0+cpu\n"

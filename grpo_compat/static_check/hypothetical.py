@@ -59,6 +59,8 @@ class HypotheticalSet:
     unread: list[str] = field(default_factory=list)  # pins the histories cannot choose a release for, in words
     pinned: set[str] = field(default_factory=set)  # the distributions the pins name
     unjudged: set[str] = field(default_factory=set)  # dependencies an install adds or moves that have no history
+    requested: list[str] = field(default_factory=list)  # the requirements asked for (the file's, then --with's)
+    whole: bool = False  # the requirements are the whole set (a lock), not a change of the installed one
     _moves: dict = field(default_factory=dict)  # name -> (why it moved, the requirement, installed version)
 
     def install_pins(self) -> list[str]:
@@ -252,8 +254,9 @@ def hypothetical_set(
     for requirement in requirements:
         if requirement.marker is None or requirement.marker.evaluate(environment):
             wanted[canonicalize_name(requirement.name)] = requirement
-    hypothetical = HypotheticalSet(dict(base), installed, unread=unread)
+    hypothetical = HypotheticalSet(dict(base), installed, unread=unread, whole=base is not installed)
     hypothetical.pinned = set(wanted)
+    hypothetical.requested = [_without_marker(requirement) for requirement in wanted.values()]
     for name, requirement in wanted.items():
         pinned = _exact(requirement)
         history = _history(name)
@@ -279,6 +282,12 @@ def hypothetical_set(
     _follow_dependencies(hypothetical)
     _explain_moves(hypothetical)
     return hypothetical
+
+
+def _without_marker(requirement: Requirement) -> str:
+    """``name[extras]specifier``: the requirement as an install on this machine names it (its marker held here)."""
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    return f"{requirement.name}{extras}{requirement.specifier}"
 
 
 def _unknown_release(name: str, version: str, history) -> str:

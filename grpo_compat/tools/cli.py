@@ -82,6 +82,8 @@ def _check(args: argparse.Namespace) -> int:
         from grpo_compat.tools import whatif
 
         return whatif.run(args, _check)
+    if args.prove:
+        raise InputError("check --prove runs the set of --with / --requirements; doctor --prove runs the installed one")
     import json
     from pathlib import Path
 
@@ -393,6 +395,12 @@ def build_parser() -> ArgumentParser:
         "--requirements",
         metavar="FILE",
         help="what-if for a requirements file, pip freeze output or a uv.lock: the installed set with its pins",
+    )
+    check.add_argument(
+        "--prove",
+        action="store_true",
+        help="with --with / --requirements: build the set with uv in a throwaway env and run it (import the GRPO "
+        "trainer, train one step on a tiny local model), as doctor --prove; exit 0 only when it trains",
     )
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)

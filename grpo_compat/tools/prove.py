@@ -112,15 +112,34 @@ def proposed_changes(
 
 
 def requirement_options(fix: str) -> list[list[str]]:
-    """``pip install 'a<2' or 'b>=3'`` -> [['a<2'], ['b>=3']]; a fix in words proposes nothing to run."""
+    """``pip install 'a<2' or 'b>=3'`` -> [['a<2'], ['b>=3']]. Where a fix offers several options, or says more than
+    names, only quoted requirements or ones with a version specifier count: ``pip install "trl>=0.29" (ms-swift 4.x
+    takes it), or pip install "transformers<5.3"`` -> [['trl>=0.29'], ['transformers<5.3']] (no package "pip" or
+    "install"), and ``..., or call model.enable_input_require_grads()`` proposes nothing; a bare ``pip install vllm``
+    is vllm. A fix in words proposes nothing to run."""
     if not fix.startswith("pip install "):
         return []
-    options = []
-    for option in fix.removeprefix("pip install ").split(" or "):
-        specs = [spec.strip("'\"") for spec in option.split()]
-        if specs and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],]*([<>=!~].*)?", s) for s in specs):
-            options.append(specs)
-    return options
+    options = re.split(r"[,;]?\s+or\s+", fix.removeprefix("pip install "))
+    bare_names_allowed = len(options) == 1 and not re.search(r"[(;]", fix)
+    found = []
+    for option in options:
+        option = re.sub(r"\([^)]*\)", " ", option.strip().removeprefix("pip install ")).split(";")[0]
+        tokens = re.findall(r"""(['"])(.+?)\1|([^\s'"]+)""", option)
+        specs = [quoted or bare.rstrip(",;") for _, quoted, bare in tokens]
+        named = all(quoted or re.search(r"[<>=!~]", bare) for _, quoted, bare in tokens)
+        if specs and (named or bare_names_allowed) and all(_is_requirement(spec) for spec in specs):
+            found.append(specs)
+    return found
+
+
+def _is_requirement(text: str) -> bool:
+    """A requirement pip installs (``trl>=0.29``), not a setting written beside one (``use_reentrant=True``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return not Requirement(text).url and not Requirement(text).marker
+    except InvalidRequirement:
+        return False
 
 
 # -- throwaway envs: a set resolved by uv, cached by the resolved set ------------------------------------------------
@@ -157,7 +176,14 @@ def resolve(requirements: list[str], preferred: dict[str, str], folder: Path, pr
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     compile_ = [*uv_command(), "pip", "compile", "--quiet", "--python", sys.executable, "--no-header", *links]
     _run([*compile_, str(wanted), "-o", str(resolved)], log, "resolving the set with uv", progress)
-    return "".join(line + "\n" for line in resolved.read_text().splitlines() if line and not line.startswith("#"))
+    return pins_only(resolved.read_text())
+
+
+def pins_only(compiled: str) -> str:
+    """The pin lines of uv's compiled output, without its annotations: ``# via -r <scratch>/requirements.in`` names
+    the temporary folder of each resolution, and this text is the env's cache key."""
+    lines = (line.strip() for line in compiled.splitlines())
+    return "".join(line + "\n" for line in lines if line and not line.startswith("#"))
 
 
 def build_env(
@@ -234,15 +260,20 @@ def with_change(installed: dict[str, str], change: list[str]) -> tuple[list[str]
 
 
 def prove_change(
-    python: str, stack: str, change: list[str], settings: dict[str, Any], progress: Progress | None = None
+    python: str | None,
+    stack: str,
+    change: list[str],
+    settings: dict[str, Any],
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Build the set of ``python`` plus ``change`` and probe it: {change, command, trains, probe | error, seconds}."""
+    """Build the set of ``python`` plus ``change`` (``python`` None: ``change`` alone, a whole set) and probe it:
+    {change, command, trains, probe | error, seconds}."""
     from grpo_compat.matrix.envs import EnvBuildError, uv_error
 
     started = time.monotonic()
     command = "pip install " + " ".join(f"'{spec}'" for spec in change)
     outcome: dict[str, Any] = {"change": change, "command": command, "trains": False}
-    installed = {_name(name): version for name, version in installed_set(python).items()}
+    installed = {_name(name): version for name, version in installed_set(python).items()} if python else {}
     requirements, preferred = with_change(installed, change)
     try:
         env_python, resolved = build_env(requirements, preferred, progress)
@@ -259,6 +290,35 @@ def prove_change(
         outcome["trains"] = passes(outcome["probe"])
     outcome["seconds"] = round(time.monotonic() - started, 1)
     return outcome
+
+
+def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+    """``check --with ... --prove``: the what-if's set built by uv in a throwaway env (this interpreter's set plus the
+    requirements asked for; a lock's set alone) and the probe run there, its failures named with the what-if's
+    findings. {stack, change, trains, probe | error, failures, moved, seconds}: prove_change's outcome."""
+    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use
+
+    stack = trainer_in_use(hypothetical.versions) or "trl"
+    change = [spec for spec in hypothetical.requested if _name(spec) != "grpo-compat"]  # grpo_compat: this source
+    if progress:
+        progress(f"building the set with uv and running the probe: import {stack}'s GRPO trainer, then one GRPO step")
+    outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
+    findings = [finding.to_dict() for finding in import_findings(hypothetical.versions)]
+    outcome["failures"] = failures(outcome["probe"], findings) if "probe" in outcome else []
+    return {"stack": stack, "whole": hypothetical.whole, **outcome}
+
+
+def format_hypothetical_proof(outcome: dict[str, Any]) -> str:
+    """The run of ``check --with ... --prove``: doctor --prove's wording for the built set, without fixes."""
+    if "probe" not in outcome:
+        return f"Run: cannot train: {outcome['error']}"  # uv cannot build the set
+    proof = {"stack": outcome["stack"], "probe": outcome["probe"], "failures": outcome["failures"], "fixes_tried": []}
+    if outcome["whole"]:
+        built = f"the locked set of {len(outcome['moved'])} packages"
+    else:
+        moves = ", ".join(f"{name} {move}" for name, move in outcome["moved"].items()) or "nothing"
+        built = f"this env's set plus the change, resolved by uv (moves: {moves})"
+    return f"{format_run(proof)}\n  ran in {built}, built in a throwaway env; {outcome['seconds']} s in all"
 
 
 def passes(probe: dict[str, Any]) -> bool:
@@ -313,19 +373,9 @@ def prove(
 
 
 def format_proof(proof: dict[str, Any]) -> str:
-    probe = proof["probe"]
-    trainer = probe.get("trainer", proof["stack"])
-    if probe.get("trains"):
-        return f"Run: trains: {trainer} imported and trained one GRPO step on a tiny local model ({probe['wall_s']} s)"
-    missing = probe.get("missing") or []
-    where = f"the import of {trainer}" if probe.get("phase") == "import" else f"the {probe.get('phase')} phase"
-    lines = [f"Run: cannot train: {where} fails ({probe.get('wall_s')} s)"]
-    if missing:
-        lines.append(f"  the import meets {len(missing)} missing, in order:")
-    for number, item in enumerate(proof["failures"], 1):
-        lines.append(f"  {number}. {item['error']} (at {item['where'] or '?'})")
-        if item.get("finding"):
-            lines.append(f"     why: {item['finding']['message']} ({item['finding']['where']})")
+    lines = [format_run(proof)]
+    if passes(proof["probe"]):
+        return lines[0]
     for outcome in proof["fixes_tried"]:
         if outcome["trains"]:
             moved = ", ".join(f"{n} {v}" for n, v in outcome["moved"].items()) or "nothing else"
@@ -340,6 +390,24 @@ def format_proof(proof: dict[str, Any]) -> str:
         lines.append("No fix tried: none is printed as proven")
     elif not any(outcome["trains"] for outcome in proof["fixes_tried"]):
         lines.append("No proven fix")
+    return "\n".join(lines)
+
+
+def format_run(proof: dict[str, Any]) -> str:
+    """The probe's verdict, and each failure with the reading's cause where it has one."""
+    probe = proof["probe"]
+    trainer = probe.get("trainer", proof["stack"])
+    if probe.get("trains"):
+        return f"Run: trains: {trainer} imported and trained one GRPO step on a tiny local model ({probe['wall_s']} s)"
+    missing = probe.get("missing") or []
+    where = f"the import of {trainer}" if probe.get("phase") == "import" else f"the {probe.get('phase')} phase"
+    lines = [f"Run: cannot train: {where} fails ({probe.get('wall_s')} s)"]
+    if missing:
+        lines.append(f"  the import meets {len(missing)} missing, in order:")
+    for number, item in enumerate(proof["failures"], 1):
+        lines.append(f"  {number}. {item['error']} (at {item['where'] or '?'})")
+        if item.get("finding"):
+            lines.append(f"     why: {item['finding']['message']} ({item['finding']['where']})")
     return "\n".join(lines)
 
 

@@ -3,7 +3,9 @@ it, read from the API histories (grpo_compat.static_check.hypothetical): what wo
 what the packages declare that the set breaks, and which settings the change of trl / ms-swift changes.
 
 Exit status as ``check``'s: 1 when something would stop training, 0 when the reading finds nothing, 2 for input it
-cannot use (an unknown release, a requirement it cannot parse).
+cannot use (an unknown release, a requirement it cannot parse). With ``--prove`` the set is built and run
+(grpo_compat.tools.prove.prove_hypothetical), and the run decides: 0 when it trains, 1 when it cannot, as
+``doctor --prove``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import io
 import json
 import re
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -187,19 +190,42 @@ def run(args: argparse.Namespace, check_settings: Callable[[argparse.Namespace],
         raise InputError(str(error)) from None
     result = report(hypothetical)
     settings_status, settings_output = 0, None
+    settings = _probe_settings(args) if args.prove else {}
     if args.arguments:
         settings_status, settings_output = _check_settings(args, hypothetical, check_settings)
         result["settings"] = []  # the settings check lists the drift for the config itself (--from)
+    if settings_output is not None and not args.json:
+        print(settings_output.rstrip("\n"))
+        print()
+    if not args.json:
+        print(format_report(result, hypothetical), flush=True)
+    verdict_status = 0 if result["ok"] else 1
+    if args.prove:
+        from grpo_compat.tools.prove import format_hypothetical_proof, prove_hypothetical
+
+        def progress(message: str) -> None:
+            print(message, file=sys.stderr, flush=True)
+
+        result["prove"] = prove_hypothetical(hypothetical, settings, None if args.json else progress)
+        verdict_status = 0 if result["prove"]["trains"] else 1  # the run decides, as doctor --prove
+        if not args.json:
+            print(format_hypothetical_proof(result["prove"]))
     if args.json:
         if settings_output is not None:
             result["settings_check"] = json.loads(settings_output)
         print(json.dumps(result, indent=2))
-    else:
-        if settings_output is not None:
-            print(settings_output.rstrip("\n"))
-            print()
-        print(format_report(result, hypothetical))
-    return max(settings_status, 0 if result["ok"] else 1)
+    return max(settings_status, verdict_status)
+
+
+def _probe_settings(args: argparse.Namespace) -> dict:
+    """The settings the run trains with: the config file given to check, if one is (its trl settings), else none."""
+    from pathlib import Path
+
+    if args.swift or len(args.arguments) != 1 or not Path(args.arguments[0]).is_file():
+        return {}
+    from grpo_compat.tools.preflight import load_config_file
+
+    return load_config_file(Path(args.arguments[0]))
 
 
 def _check_settings(
