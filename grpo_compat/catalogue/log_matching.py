@@ -492,13 +492,13 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
         lines.append(
             "  (the installed ones are this machine's: reasoning about this log, of another machine, ignored them)"
         )
-    lines += _reasoned_lines(explanation.reasoned, width)
-    lines += _vllm_pair_lines(explanation.vllm_pair)
+    reasoned_lines = _reasoned_lines(explanation.reasoned, width) + _vllm_pair_lines(explanation.vllm_pair)
     if explanation.in_paths_only:
-        lines.append(
+        reasoned_lines.append(
             f"in the log's paths without a version: {', '.join(explanation.in_paths_only)} "
             "(paste `pip freeze` into the log, or give --package-version PACKAGE==VERSION)"
         )
+    record_lines: list[str] = []
     wrap = textwrap.TextWrapper(
         width=width, initial_indent="", subsequent_indent=" " * 17, break_on_hyphens=False, break_long_words=False
     )
@@ -506,15 +506,17 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
         failure = match.failure
         certainty = "matches" if match.certain else "possibly (a generic message, or a silent failure's setting)"
         label = "asserted" if match.certain and match.expected_here and not match.superseded else "offered"
-        lines += ["", f"[{number}] {label}: {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
+        record_lines += ["", f"[{number}] {label}: {failure.id} ({failure.kind}): {failure.title}", f"    {certainty}"]
         if match.superseded and match.expected_here:
-            lines.append("    not the answer: a generic record for this message; the error is explained above")
+            record_lines.append("    not the answer: a generic record for this message; the error is explained above")
         elif match.superseded:
-            lines.append("    not the answer: its text matched, its versions did not, and the error is explained above")
+            record_lines.append(
+                "    not the answer: its text matched, its versions did not, and the error is explained above"
+            )
         elif not match.expected_here:
-            lines.append("    not expected on these versions: the text matched, the version window did not")
+            record_lines.append("    not expected on these versions: the text matched, the version window did not")
         if not failure.confirmed:
-            lines.append("    reported upstream, not reproduced by grpo_compat: " + failure.reproduced)
+            record_lines.append("    reported upstream, not reproduced by grpo_compat: " + failure.reproduced)
         for label, value in (
             ("seen", match.evidence),
             *(("setting", message) for message in match.settings),
@@ -523,5 +525,8 @@ def format_explanation(explanation: Explanation, source: str, width: int = 100) 
             ("upstream", ", ".join(failure.references) or "-"),
             ("grpo_compat", _grpo_compat_line(match)),
         ):
-            lines.append(wrap.fill(f"    {label + ':':<13}{value}"))
-    return "\n".join(lines)
+            record_lines.append(wrap.fill(f"    {label + ':':<13}{value}"))
+    # The answer first: a record that matched on its versions (reproduced there) before what was reasoned.
+    if any(m.certain and m.expected_here and not m.superseded for m in explanation.matches) and reasoned_lines:
+        return "\n".join([*lines, *record_lines, "", *reasoned_lines])
+    return "\n".join(lines + reasoned_lines + record_lines)
