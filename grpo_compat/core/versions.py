@@ -60,6 +60,8 @@ def distribution_folders(entries: list[str]) -> dict[str, tuple[str, str, str]]:
         except OSError:
             continue
         for folder in names:
+            if not folder.endswith("-info"):  # most of a site folder: packages and modules, read on every apply()
+                continue
             match = _METADATA_FOLDER.match(folder)
             path = os.path.join(entry or ".", folder)
             if match:
