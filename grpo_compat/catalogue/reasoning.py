@@ -1130,16 +1130,21 @@ def _call_over_releases(
     what = {"keyword": f"the keyword '{detail}'", "positional": f"{detail} positional arguments"}.get(
         kind, f"a call without '{detail}'"
     )
+
+    def mismatch(confident: bool, cause: str, fix: str, **known) -> Finding:
+        return Finding("signature-mismatch", name, confident, cause, fix, evidence, **known, **common)
+
+    def written_for_older(last: str, cause: str, **known) -> Finding:
+        # The caller was written for releases up to ``last``: pin below, or move the caller on.
+        fix = f"pip install '{distribution}<={last}'" + (f", or upgrade {caller}" if caller else "")
+        return mismatch(True, cause, fix, remedy="upgrade-importer" if caller else "pin", **known)
+
     if not fits:
-        return Finding(
-            "signature-mismatch",
-            name,
+        return mismatch(
             False,
             f"no {distribution} release from {spans[0][0]} to {spans[-1][1]} defines {name} to take {what}: "
             f"{caller_text} was written for another {distribution} (or another function of that name).",
             f"check which {distribution} {caller or 'the script'} was written for",
-            evidence,
-            **common,
         )
     takes = f"{name} takes {what} in {distribution} {_spans_text(fits)} only"
     newest, oldest = history.newest, history.releases[0]
@@ -1152,59 +1157,35 @@ def _call_over_releases(
             declared = f" ({declared})" if declared else ""
             if narrowed is None:
                 return _copy_of_another_release(f"{takes}{declared}", distribution, version, evidence, caller, name)
-            return Finding(
-                "signature-mismatch",
-                name,
+            return mismatch(
                 True,
                 f"{takes}: {distribution} {version} is older than {caller_text} expects{declared}.",
                 f"pip install {_in_span(history, distribution, narrowed).removeprefix('--upgrade ')}",
-                evidence,
                 remedy="upgrade",
                 version=version,
-                **common,
             )
         if earlier and not later:
-            return Finding(
-                "signature-mismatch",
-                name,
-                True,
+            return written_for_older(
+                earlier[-1],
                 f"{takes}: {caller_text} was written for those, and {distribution} {version} is newer.",
-                f"pip install '{distribution}<={earlier[-1]}'" + (f", or upgrade {caller}" if caller else ""),
-                evidence,
-                remedy="upgrade-importer" if caller else "pin",
                 version=version,
-                **common,
             )
     if len(fits) == 1 and fits[0][1] == newest and fits[0][0] != oldest:
-        return Finding(
-            "signature-mismatch",
-            name,
+        return mismatch(
             True,
             f"{takes}: the run's {distribution} (no version in the log) is older than {caller_text} expects.",
             f"pip install '{distribution}>={fits[0][0]}'",
-            evidence,
             remedy="upgrade",
-            **common,
         )
     if len(fits) == 1 and fits[0][0] == oldest and fits[0][1] != newest:
-        return Finding(
-            "signature-mismatch",
-            name,
-            True,
+        return written_for_older(
+            fits[0][1],
             f"{takes}: {caller_text} was written for those; the run's {distribution} (no version in the log) is newer.",
-            f"pip install '{distribution}<={fits[0][1]}'" + (f", or upgrade {caller}" if caller else ""),
-            evidence,
-            remedy="upgrade-importer" if caller else "pin",
-            **common,
         )
-    return Finding(
-        "signature-mismatch",
-        name,
+    return mismatch(
         False,
         f"{takes}: {caller_text} was written for one of those.",
         f"install the {distribution} release {caller or 'the script'} was written for ({_spans_text(fits)})",
-        evidence,
-        **common,
     )
 
 
