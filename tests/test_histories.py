@@ -6,11 +6,13 @@ checks it against the installed releases' code.
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from packaging.version import Version
 
 from grpo_compat import histories
-from grpo_compat.histories import Signature
+from grpo_compat.histories import Signature, reader
 
 
 def load(distribution: str) -> histories.ApiHistory:
@@ -274,3 +276,17 @@ def test_ms_swift_rlhf_arguments_moved_to_swift_arguments_in_4_0_with_their_fiel
     assert Version(modules["swift.arguments.rlhf_args"][0]).major == 4
     fields = swift.fields("swift.arguments.rlhf_args.RLHFArguments", swift.newest)
     assert fields["num_generations"] == "8"  # GRPO's, from its same-package mixin
+
+
+def test_an_import_under_a_handler_that_raises_again_is_read_as_unguarded():
+    # ms-swift 4.0's `try: import vllm ... except Exception: raise` lets the ImportError through
+    tree = ast.parse(
+        "try:\n    import vllm\nexcept Exception:\n    raise\n"
+        "try:\n    import liger_kernel\nexcept (AttributeError, ImportError):\n    liger_kernel = None\n"
+    )
+    guards = {
+        node.names[0].name: reader._guard(conditions)
+        for node, conditions in reader.module_statements(tree.body)
+        if isinstance(node, ast.Import)
+    }
+    assert guards == {"vllm": None, "liger_kernel": reader.IMPORT_ERROR_GUARD}

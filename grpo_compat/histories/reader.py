@@ -66,14 +66,19 @@ def signature_text(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return ",".join(parts)
 
 
-def _catches_import_error(node: ast.Try) -> bool:
-    for handler in node.handlers:
-        if handler.type is None:
-            return True
-        caught = ast.unparse(handler.type)
-        if any(name in caught for name in _IMPORT_ERRORS):
-            return True
-    return False
+def reraises(handler: ast.ExceptHandler) -> bool:
+    """A handler whose last statement raises lets the import's error through (``except Exception: raise``)."""
+    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
+
+
+def catches_import_error(handler: ast.ExceptHandler) -> bool:
+    """Whether a failed import inside the try is swallowed by this handler: a guard, unless it raises again."""
+    if reraises(handler):
+        return False
+    if handler.type is None:
+        return True
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(ast.unparse(name).split(".")[-1] in _IMPORT_ERRORS for name in caught)
 
 
 def _guard(conditions: tuple[str, ...]) -> str | None:
@@ -111,7 +116,8 @@ def module_statements(body: list[ast.stmt], conditions: tuple[str, ...] = ()) ->
             yield from module_statements(node.body, (*conditions, test))
             yield from module_statements(node.orelse, (*conditions, f"not ({test})"))
         elif isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):
-            inner = (*conditions, IMPORT_ERROR_GUARD) if _catches_import_error(node) else conditions
+            guarded = any(catches_import_error(handler) for handler in node.handlers)
+            inner = (*conditions, IMPORT_ERROR_GUARD) if guarded else conditions
             yield from module_statements(node.body, inner)
             for handler in node.handlers:
                 yield from module_statements(handler.body, conditions)

@@ -16,7 +16,8 @@ import platform
 import sys
 
 from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
-from grpo_compat.static_check.files import Finding, Install, Module, _catches_import_error
+from grpo_compat.histories.reader import catches_import_error
+from grpo_compat.static_check.files import Finding, Install, Module
 from grpo_compat.static_check.guards import guard_holds
 
 TORCH_COMPANIONS = ("torchvision", "torchaudio")
@@ -126,7 +127,7 @@ def _none_fallbacks(module: Module) -> list[tuple[str, str, int, str]]:
     found = []
     package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
     for node in module.tree.body:
-        if not isinstance(node, ast.Try) or not any(_catches_import_error(h) for h in node.handlers):
+        if not isinstance(node, ast.Try) or not any(catches_import_error(h) for h in node.handlers):
             continue
         nulled = {
             target.id

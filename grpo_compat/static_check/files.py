@@ -267,6 +267,8 @@ class Module:
     def _scan(self, body: list, guards: tuple, package: str) -> None:
         import ast
 
+        from grpo_compat.histories.reader import catches_import_error
+
         for node in body:
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -285,7 +287,7 @@ class Module:
                 self._scan(node.body, (*guards, ("if", node.test, True)), package)
                 self._scan(node.orelse, (*guards, ("if", node.test, False)), package)
             elif isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):
-                caught = any(_catches_import_error(handler) for handler in node.handlers)
+                caught = any(catches_import_error(handler) for handler in node.handlers)
                 self._scan(node.body, (*guards, ("try", None, not caught)), package)
                 for handler in node.handlers:
                     self._scan(handler.body, (*guards, ("except", None, False)), package)
@@ -375,25 +377,6 @@ def _suppresses_import_error(expression) -> bool:
         return False
     wanted = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
     return any(ast.unparse(argument).split(".")[-1] in wanted for argument in expression.args)
-
-
-def _reraises(handler) -> bool:
-    """A handler whose last statement raises lets the import's error through (``except Exception: raise``)."""
-    import ast
-
-    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
-
-
-def _catches_import_error(handler) -> bool:
-    import ast
-
-    if _reraises(handler):
-        return False
-    if handler.type is None:
-        return True
-    names = [ast.unparse(t) for t in (handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type])]
-    wanted = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OptionalDependencyNotAvailable")
-    return any(n.split(".")[-1] in wanted for n in names)
 
 
 def _callee_name(call) -> str:
