@@ -43,6 +43,12 @@ def test_a_setting_new_in_a_later_release_is_named_with_it():
     assert trl.added_later("vllm_structured_outputs_regex", "0.19.0") == first
 
 
+def test_a_setting_the_release_has_is_not_added_later_when_a_later_release_changes_its_default():
+    trl = history.load("trl")
+    assert trl.at("0.19.0")["max_prompt_length"]["default"] == 512  # 0.26.0 changed it to None
+    assert trl.added_later("max_prompt_length", "0.19.0") is None
+
+
 def test_spans_merge_consecutive_releases_with_the_same_entry():
     entry, other = {"type": "int", "default": 1}, {"type": "int", "default": 2}
     per_release = {"1.0": {"a": entry}, "1.1": {"a": entry}, "1.2": {"a": other}, "1.3": {}, "1.4": {"a": other}}

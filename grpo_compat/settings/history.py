@@ -65,6 +65,8 @@ class History:
         """The first release after ``version`` that has the setting, when it has none yet."""
         nearest = self.nearest(version)
         i = -1 if nearest is None else self._index[nearest]
+        if any(self._index[first] <= i <= self._index[last] for first, last, _ in self.spans(name)):
+            return None  # the release has it: a later span is a changed type or default, not an addition
         later = [span[0] for span in self.spans(name) if self._index[span[0]] > i]
         return later[0] if later and not self.removed_after(name, version) else None
 
