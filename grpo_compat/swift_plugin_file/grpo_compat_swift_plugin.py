@@ -15,8 +15,8 @@ except ModuleNotFoundError as error:
     raise ModuleNotFoundError(
         "grpo_compat's ms-swift plugin was passed to swift, but grpo_compat cannot be imported by the Python that "
         "runs swift: install grpo-compat in that environment as you installed it where `grpo-compat plugin-path` runs "
-        '(pip install of the clone\'s folder or the release\'s wheel, or pip install "git+https://github.com/grpo-compat/'
-        'grpo-compat@v<its version>")'
+        "(pip install of the clone's folder, of a wheel built from it, or "
+        'pip install "git+https://github.com/grpo-compat/grpo-compat")'
     ) from None
 
 activate()
