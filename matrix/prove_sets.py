@@ -1,7 +1,7 @@
 """Measure plain `grpo-compat doctor` (a reading) against `doctor --prove` (a run) on the sets of
 tests/fixtures/prove_sets.toml: each set built by uv from its pins (torch 2.13 CPU), sequentially.
 
-    python -m matrix.prove_sets [--only NAME ...] [--output .matrix/prove-sets.jsonl]
+    python -m matrix.prove_sets [--sets FILE] [--only NAME ...] [--output .matrix/prove-sets.jsonl]
     python -m matrix.prove_sets --what-if [--only NAME ...] [--output ...] [--what-if-output ...]
 
 One JSON line per set: the resolved versions, plain doctor's findings and time (cold: a new set has no cached
@@ -153,6 +153,7 @@ def summary(records: list[dict], first: list[dict] | None = None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", type=Path, default=SETS, help="the TOML file of sets (default: %(default)s)")
     parser.add_argument("--only", nargs="*", help="measure these sets only")
     parser.add_argument("--output", default=".matrix/prove-sets.jsonl")
     parser.add_argument("--summary", action="store_true", help="summarise --output's records (the last of each set)")
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         latest, first = {r["name"]: r for r in records}, {r["name"]: r for r in reversed(records)}
         print(json.dumps(summary(list(latest.values()), list(first.values())), indent=1))
         return 0
-    entries = [e for e in tomllib.loads(SETS.read_text())["set"] if not args.only or e["name"] in args.only]
+    entries = [e for e in tomllib.loads(args.sets.read_text())["set"] if not args.only or e["name"] in args.only]
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     records = []
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def main_what_if(args: argparse.Namespace) -> int:
-    entries = [e for e in tomllib.loads(SETS.read_text())["set"] if not args.only or e["name"] in args.only]
+    entries = [e for e in tomllib.loads(args.sets.read_text())["set"] if not args.only or e["name"] in args.only]
     output = Path(args.what_if_output)
     folder = output.parent / "what-if-sets"
     folder.mkdir(parents=True, exist_ok=True)
