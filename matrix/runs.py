@@ -675,6 +675,10 @@ def checked(run: Run, result: dict) -> str:
             f"resumed after {RESUMED_AT} steps for {result.get('resumed_steps_run')} more: weights "
             f"{str(result.get('weights_sha256'))[:12]}, the uninterrupted run's"
         )
+    if "resumed-steps" in run.checks:
+        at = _flag(run, "--resume-from-step", RESUMED_AT)
+        ran, steps = result.get("resumed_steps_run"), result.get("steps")
+        shown.append(f"resumed from checkpoint-{at} for {ran} steps to step {steps}")
     if "multi-turn" in run.checks:
         shown.append(
             f"{result.get('environment_resets')} environment resets, tools {', '.join(result.get('tools') or [])}"

@@ -156,7 +156,7 @@ def test_a_resumed_run_must_end_at_its_steps_having_run_those_after_its_checkpoi
     flags = ("--steps", "4", "--resume-from-step", "1")
     run = Run("repro:resume-between-generations", "patched", "grpo", flags=flags, checks=("resumed-steps",))
     trained = {"status": "ok", "all_trainable_params_changed": True, "steps": 4, "resumed_steps_run": 3}
-    assert judge(run, trained, None) == ("pass", "trained")
+    assert judge(run, trained, None) == ("pass", "trained (resumed from checkpoint-1 for 3 steps to step 4)")
     status, outcome = judge(run, {**trained, "resumed_steps_run": 4}, None)
     assert (status, outcome) == ("fail", "the resumed trainer ran 4 steps to step 4, not 3 from checkpoint-1 to 4")
     assert judge(run, {**trained, "steps": 3, "resumed_steps_run": 2}, None)[0] == "fail"
