@@ -559,7 +559,8 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
     if run.mode == "patched" and run.same_as_plain and plain_sha and result.get("weights_sha256") != plain_sha:
         return "fail", "trained, but weights differ from the plain run"
     resets = result.get("environment_resets"), (plain or {}).get("environment_resets")
-    if "multi-turn" in run.checks and run.mode == "patched" and plain and resets[0] != resets[1]:
+    trained_plain = plain is not None and plain.get("status") == "ok"
+    if "multi-turn" in run.checks and run.mode == "patched" and trained_plain and resets[0] != resets[1]:
         # grpo_compat's environment check builds one environment per name and must never reset it
         return "fail", f"trained, but {resets[0]} environment resets where the plain run had {resets[1]}"
     shown = checked(run, result)

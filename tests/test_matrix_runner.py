@@ -150,6 +150,7 @@ def test_a_multi_turn_run_needs_an_environments_method_as_a_tool_and_patched_the
     status, outcome = judge(run, {**plain, "tools": ["add"]}, plain)
     assert (status, outcome) == ("fail", "no method of an environment became a tool: tools add")
     assert judge(run, {**plain, "environment_resets": 0}, plain)[0] == "fail"
+    assert judge(run, plain, {"status": "error", "error": "ValueError: upstream"})[0] == "pass"  # nothing to compare
 
 
 def test_a_resumed_run_must_end_at_its_steps_having_run_those_after_its_checkpoint():
