@@ -393,22 +393,17 @@ REPRODUCERS = (
 # The learning watchdog (KF-5): a run built to learn nothing. Upstream finishes without a word while the
 # weights stay put ("learns" fails); patched with GRPO_COMPAT_WATCHDOG=stop it ends with the diagnosis.
 _STALLED = r"trainable parameters did not change|no group had any reward spread"
+# A constant reward: every advantage is 0, and no sampled weight moved in the watchdog's first 2 optimizer steps
+_CONSTANT = r"after 2 optimizer steps 0 of \d+ sampled weight elements changed.*same reward.*advantage"
 _WATCHDOG_RUNS = (
     # (id suffix, flags, settings, the diagnosis the patched run must give, launcher, extra cell window)
-    ("constant-reward", ("--reward", "constant"), (), r"same reward.*advantage", "python", ()),
+    ("constant-reward", ("--reward", "constant"), (), _CONSTANT, "python", ()),
     # trl's default logging_steps: nothing is logged before the check, the watchdog reads the trainer's metrics
-    (
-        "constant-reward-unlogged",
-        ("--reward", "constant"),
-        ("logging_steps=10",),
-        r"same reward.*advantage",
-        "python",
-        (),
-    ),
+    ("constant-reward-unlogged", ("--reward", "constant"), ("logging_steps=10",), _CONSTANT, "python", ()),
     # trl >= 1.9 scores an infinite reward's group as nothing to learn from (weights stay put, no error)
     ("inf-reward-masked", ("--reward", "inf"), (), r"returned inf", "python", ("trl>=1.9",)),
     ("bf16-weights", ("--weights-dtype", "bfloat16"), ("learning_rate=1e-6",), r"bf16", "python", ()),
-    ("constant-reward-zero3", ("--reward", "constant"), (), r"same reward.*advantage", "zero3", ZERO3_ON_CPU),
+    ("constant-reward-zero3", ("--reward", "constant"), (), _CONSTANT, "zero3", ZERO3_ON_CPU),
 )
 REPRODUCERS += tuple(
     Reproducer(
@@ -429,7 +424,7 @@ REPRODUCERS += tuple(
 # Runs that cannot change a weight: upstream trains them to the end without a word; patched, they are refused when
 # train() is called, before the first generation (grpo_compat.fixes.weights_move), in every watchdog mode but off.
 CANNOT_TRAIN = r"GRPOSettingsError: GRPO cannot change a weight: "
-REFUSED_AT_TRAIN = r".*refused before the first generation.*phase: train"
+REFUSED_AT_TRAIN = r".*\(refused before the first generation; GRPO_COMPAT_WATCHDOG=off runs it anyway\).*phase: train"
 REPRODUCERS += tuple(
     Reproducer(
         id=f"watchdog-lr-zero{suffix}",
@@ -1038,6 +1033,7 @@ REPRODUCERS += (
         flags=("--steps", "4", "--resume-from-step", "1"),
         upstream=r"TypeError: 'NoneType' object is not subscriptable",
         patched=None,
+        checks=("resumed-steps",),  # patched: the resumed trainer itself runs steps 2 to 4
     ),
 )
 # ms-swift #9928: GRPO with --teacher_model and no reward function. Before 4.4 (no on-policy distillation) swift

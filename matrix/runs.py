@@ -24,6 +24,7 @@ from statistics import mean
 from grpo_compat.core.versions import window_problem
 from grpo_compat.matrix import launchers
 from grpo_compat.matrix.project import NamedRun
+from grpo_compat.testing import multi_turn
 from grpo_compat.testing.smoke import free_port
 from matrix import effect_probes, harm_sweep, upstream_suite
 from matrix.reproducers import (
@@ -137,6 +138,13 @@ LIGER_LOSS_FLAG = ("trl>=0.18,<0.25",)
 RESUME_AT_GENERATION = ("trl>=0.16,<0.17",)
 RESUME_SETTINGS = ("num_iterations=2",)
 RESUMED_AT = 2
+# The methods of grpo_compat.testing.multi_turn's environments (reset aside): trl turns them into the run's tools.
+ENVIRONMENT_METHODS = {
+    name
+    for environment in (multi_turn.CounterEnvironment, multi_turn.EchoEnvironment)
+    for name, member in vars(environment).items()
+    if callable(member) and not name.startswith("_") and name != "reset"
+}
 # Census row 41 (catalogue moe-router-aux-loss-default): trl >= 1.7 adds a mixture of experts' router load-balancing
 # loss to GRPO's (1.7-1.13: router_aux_loss_coef 0.001 whatever the model declares; 1.14 on: the model's own). On the
 # tiny Qwen3-MoE (it declares 0.001) upstream trains; patched, the weights must be identical.
@@ -550,6 +558,11 @@ def judge(run: Run, result: dict | None, plain: dict | None) -> tuple[str, str]:
         return "fail", "; ".join(findings)
     if run.mode == "patched" and run.same_as_plain and plain_sha and result.get("weights_sha256") != plain_sha:
         return "fail", "trained, but weights differ from the plain run"
+    resets = result.get("environment_resets"), (plain or {}).get("environment_resets")
+    trained_plain = plain is not None and plain.get("status") == "ok"
+    if "multi-turn" in run.checks and run.mode == "patched" and trained_plain and resets[0] != resets[1]:
+        # grpo_compat's environment check builds one environment per name and must never reset it
+        return "fail", f"trained, but {resets[0]} environment resets where the plain run had {resets[1]}"
     shown = checked(run, result)
     return "pass", "trained" + (f" ({shown})" if shown else "")
 
@@ -606,10 +619,11 @@ def failed_checks(run: Run, result: dict) -> list[str]:
             f"the run did not go through trl's environment path: {result.get('environment_resets')} environment "
             f"resets, tools {result.get('tools')}"
         )
+    elif "multi-turn" in run.checks and not set(result["tools"]) & ENVIRONMENT_METHODS:
+        found.append(f"no method of an environment became a tool: tools {', '.join(result['tools'])}")
+    if {"resumed", "resumed-steps"} & set(run.checks):
+        found += _resumed_steps_wrong(run, result)
     if "resumed" in run.checks:
-        ran, after = result.get("resumed_steps_run"), (result.get("steps") or 0) - RESUMED_AT
-        if ran != after:
-            found.append(f"the resumed trainer ran {ran} steps, not the {after} after checkpoint-{RESUMED_AT}")
         resumed, uninterrupted = result.get("weights_sha256"), result.get("uninterrupted_weights_sha256")
         if not resumed or resumed != uninterrupted:
             found.append(f"resumed weights {str(resumed)[:12]} differ from the uninterrupted run's {uninterrupted}")
@@ -636,6 +650,20 @@ def failed_checks(run: Run, result: dict) -> list[str]:
     return found
 
 
+def _flag(run: Run, name: str, default: int) -> int:
+    """An integer flag of the run's smoke command line (--steps, --resume-from-step), or its default."""
+    return int(run.flags[run.flags.index(name) + 1]) if name in run.flags else default
+
+
+def _resumed_steps_wrong(run: Run, result: dict) -> list[str]:
+    """A resumed run must end at the steps asked for, having run those after its checkpoint itself."""
+    asked, at = _flag(run, "--steps", STEPS), _flag(run, "--resume-from-step", RESUMED_AT)
+    steps, ran = result.get("steps"), result.get("resumed_steps_run")
+    if (steps, ran) == (asked, asked - at):
+        return []
+    return [f"the resumed trainer ran {ran} steps to step {steps}, not {asked - at} from checkpoint-{at} to {asked}"]
+
+
 def checked(run: Run, result: dict) -> str:
     """The numbers a passing run's ranks / kl / accumulation checks looked at, for the report."""
     shown = []
@@ -648,6 +676,10 @@ def checked(run: Run, result: dict) -> str:
             f"resumed after {RESUMED_AT} steps for {result.get('resumed_steps_run')} more: weights "
             f"{str(result.get('weights_sha256'))[:12]}, the uninterrupted run's"
         )
+    if "resumed-steps" in run.checks:
+        at = _flag(run, "--resume-from-step", RESUMED_AT)
+        ran, steps = result.get("resumed_steps_run"), result.get("steps")
+        shown.append(f"resumed from checkpoint-{at} for {ran} steps to step {steps}")
     if "multi-turn" in run.checks:
         shown.append(
             f"{result.get('environment_resets')} environment resets, tools {', '.join(result.get('tools') or [])}"

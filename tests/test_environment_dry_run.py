@@ -2,16 +2,16 @@
 
 The checks run against the installed trl 1.16 and transformers (their own tool schemas); the real GRPOTrainer is
 used where the timing matters (a model path that does not exist: upstream fails loading it, so a refusal proves
-the check came first). Matrix: the `tools` / `environments` smoke kinds (plain and patched, identical weights)
+the check came first). Real runs are the matrix's, in every cell with trl's environments (matrix/runs.py
+MULTI_TURN): the `tools` / `environments` smoke pairs and `environments-unknown-undrawn` (a misnamed row the run
+never draws), each judged trained through trl's environment path, with a method of an environment among the tools,
+and patched with the plain run's weights and environment resets (the check builds, never resets, an environment);
 and the reproducers environment-name-unknown, environment-column-removed, tool-without-docstring.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
 
 import pytest
 
@@ -19,7 +19,6 @@ from grpo_compat.core.errors import GRPOSettingsError, RewardFunctionError
 from grpo_compat.fixes import environments
 from grpo_compat.fixes.rewards import dry_run
 from grpo_compat.testing import multi_turn
-from tests.helpers import REPO
 
 NAMED = {"counter": multi_turn.CounterEnvironment, "echo": multi_turn.EchoEnvironment}
 
@@ -238,35 +237,3 @@ def test_the_real_trainer_refuses_before_loading_the_model_and_lets_good_environ
             model="/nonexistent/model", reward_funcs=reward, args=config, train_dataset=routed("counter", "echo"),
             tools=[multi_turn.add], environment_factory=NAMED,
         )  # fmt: skip
-
-
-MODES = ("plain", "patched")
-
-
-def smoke(case: str, mode: str, tmp_path, *settings: str) -> dict:
-    output = tmp_path / f"{case}-{mode}.json"
-    command = [sys.executable, str(REPO / "matrix" / "smoke_grpo.py"), "--mode", mode, "--multi-turn", case]
-    command += ["--steps", "2", "--output", str(output), *(arg for setting in settings for arg in ("--set", setting))]
-    subprocess.run(command, cwd=REPO, capture_output=True, timeout=600)
-    return json.loads(output.read_text())
-
-
-@pytest.mark.slow
-def test_a_run_that_never_draws_its_misnamed_example_trains_patched_exactly_as_plain(tmp_path):
-    # trl's own test of the unknown name (upstream suite) and this run: a refusal stopped what trains plain
-    plain, patched = (smoke("late-unknown-environment", mode, tmp_path, "shuffle_dataset=false") for mode in MODES)
-    assert plain["status"] == "ok", plain["error"]
-    assert patched["status"] == "ok", patched["error"]
-    assert patched["weights_sha256"] == plain["weights_sha256"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", ["tools", "environments"])
-def test_a_multi_turn_run_trains_patched_exactly_as_plain_through_trls_environment_path(case, tmp_path):
-    plain, patched = smoke(case, "plain", tmp_path), smoke(case, "patched", tmp_path)
-    assert plain["status"] == "ok", plain["error"]
-    assert patched["status"] == "ok", patched["error"]
-    assert plain["environment_resets"] > 0 and plain["tools"]  # trl reset the environments: its environment path
-    assert "increment" in plain["tools"]  # an environment's method became a tool
-    assert patched["weights_sha256"] == plain["weights_sha256"]
-    assert patched["environment_resets"] == plain["environment_resets"]  # the check built, but never reset, one

@@ -1,7 +1,8 @@
 """trl.learning-watchdog on real GRPO runs (trl 1.16 in this env): runs built to learn nothing are named
 with the right cause; a healthy run is never flagged and trains to the same weights as without it.
 
-ZeRO-3 (2 processes) and ms-swift runs of the same cases are matrix reproducers (watchdog-*).
+Stop mode (GRPO_COMPAT_WATCHDOG=stop) on these cases, on 1 and 2 processes (ZeRO-3) and in ms-swift, is the
+matrix reproducers' (watchdog-*): the run ends with the diagnosis, in every cell of their windows.
 """
 
 from __future__ import annotations
@@ -35,12 +36,8 @@ def test_a_run_that_learns_nothing_is_named_once_with_its_cause(flags, settings,
     assert warnings[0].startswith("GRPO is not learning: ") and cause in warnings[0]
 
 
-def test_learning_rate_zero_is_refused_in_stop_mode_and_warned_of_once_in_warn_mode(model_dir, tmp_path):
-    refused = patched_run(model_dir, tmp_path, "learning_rate=0", flags=("--watchdog", "stop"))
-    first_line = refused["error"].splitlines()[0]
-    assert first_line.startswith("GRPOSettingsError: GRPO cannot change a weight: learning_rate=0")
-    assert first_line.endswith("(refused before the first generation; GRPO_COMPAT_WATCHDOG=off runs it anyway)")
-    assert refused["phase"] == "train" and refused["train_time_s"] is None
+def test_learning_rate_zero_is_warned_of_once_in_warn_mode(model_dir, tmp_path):
+    # stop mode refuses it when train() is called: the matrix reproducer watchdog-lr-zero (this cell's and others')
     # warn (the default): a run measuring rewards or gradients may mean it; said once, before the first generation
     warned = patched_run(model_dir, tmp_path, "learning_rate=0")
     assert warned["status"] == "ok" and warned["steps"] == 3, warned["error"]
@@ -48,19 +45,13 @@ def test_learning_rate_zero_is_refused_in_stop_mode_and_warned_of_once_in_warn_m
     assert warning.startswith("GRPO cannot change a weight: learning_rate=0") and "the run goes on" in warning
 
 
-def test_stop_mode_ends_the_run_with_the_diagnosis(model_dir, tmp_path):
-    result = patched_run(model_dir, tmp_path, flags=("--reward", "constant", "--watchdog", "stop"))
-    first_line = result["error"].splitlines()[0]
-    assert first_line.startswith("TrainingStalledError: GRPO is not learning: after 2 optimizer steps 0 of ")
-    assert result["steps"] is None  # stopped inside train()
-
-
 def test_a_healthy_run_is_never_flagged_and_the_watchdog_changes_no_weight(model_dir, tmp_path):
-    plain = smoke(CELL, "plain", model_dir, tmp_path)
+    # The plain run's weights are the watched run's: this cell's matrix pair `single` (its judge also fails a run
+    # the watchdog warned on); here, the same run with the watchdog off.
     watched = patched_run(model_dir, tmp_path)
     unwatched = patched_run(model_dir, tmp_path, flags=("--watchdog", "off"))
     assert watched["watchdog_warnings"] == [] and watched["all_trainable_params_changed"]
-    assert plain["weights_sha256"] == watched["weights_sha256"] == unwatched["weights_sha256"]
+    assert watched["weights_sha256"] == unwatched["weights_sha256"]
     statuses = {p["id"]: p["status"] for p in watched["grpo_compat"]["patches"]}
     assert statuses["trl.learning-watchdog"] == "applied"
 

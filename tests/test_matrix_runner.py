@@ -137,6 +137,32 @@ def test_patched_run_must_reproduce_the_plain_weights():
     assert judge(patched, unchanged, result)[0] == "fail"
 
 
+def test_a_multi_turn_run_needs_an_environments_method_as_a_tool_and_patched_the_plain_runs_resets():
+    # What tests of the tools / environments pairs asserted beside the weights: the matrix's pairs now judge it
+    run = Run("environments", "patched", "grpo", flags=("--multi-turn", "environments"), checks=("multi-turn",))
+    plain = {"status": "ok", "all_trainable_params_changed": True, "weights_sha256": "a"}
+    plain |= {"environment_resets": 12, "tools": ["add", "echo", "increment"]}
+    assert judge(run, plain, plain) == ("pass", "trained (12 environment resets, tools add, echo, increment)")
+    assert judge(run, {**plain, "environment_resets": 13}, plain) == (
+        "fail",
+        "trained, but 13 environment resets where the plain run had 12",
+    )
+    status, outcome = judge(run, {**plain, "tools": ["add"]}, plain)
+    assert (status, outcome) == ("fail", "no method of an environment became a tool: tools add")
+    assert judge(run, {**plain, "environment_resets": 0}, plain)[0] == "fail"
+    assert judge(run, plain, {"status": "error", "error": "ValueError: upstream"})[0] == "pass"  # nothing to compare
+
+
+def test_a_resumed_run_must_end_at_its_steps_having_run_those_after_its_checkpoint():
+    flags = ("--steps", "4", "--resume-from-step", "1")
+    run = Run("repro:resume-between-generations", "patched", "grpo", flags=flags, checks=("resumed-steps",))
+    trained = {"status": "ok", "all_trainable_params_changed": True, "steps": 4, "resumed_steps_run": 3}
+    assert judge(run, trained, None) == ("pass", "trained (resumed from checkpoint-1 for 3 steps to step 4)")
+    status, outcome = judge(run, {**trained, "resumed_steps_run": 4}, None)
+    assert (status, outcome) == ("fail", "the resumed trainer ran 4 steps to step 4, not 3 from checkpoint-1 to 4")
+    assert judge(run, {**trained, "steps": 3, "resumed_steps_run": 2}, None)[0] == "fail"
+
+
 def test_weights_corrupted_at_load_fail_the_run_even_when_it_trains():
     result = {"status": "ok", "all_trainable_params_changed": True, "corrupted_at_load": ["layers.0.k_proj.weight"]}
     status, outcome = judge(Run("zero3", "plain", "grpo"), result, None)
