@@ -61,14 +61,21 @@ def test_without_a_writable_cache_the_json_is_read(tmp_path, monkeypatch):
     assert as_plain(histories._decoded(histories.DATA / "requests.json.gz")) == shipped("requests")
 
 
-def test_writing_a_copy_removes_older_copies_of_that_distribution_only(tmp_path, monkeypatch):
+def test_writing_a_copy_removes_older_copies_of_that_distribution_for_that_python_only(tmp_path, monkeypatch):
+    import marshal
+    import sys
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = tmp_path / "grpo_compat" / "histories"
     folder.mkdir(parents=True)
-    older = folder / "unsloth-0123456789abcdef-cpython-311-4.marshal"
-    other = folder / "unsloth-zoo-0123456789abcdef-cpython-311-4.marshal"  # a name that starts with unsloth's
-    older.write_bytes(b"")
-    other.write_bytes(b"")
+    python = f"{sys.implementation.cache_tag}-{marshal.version}"
+    older = folder / f"unsloth-0123456789abcdef-{python}.marshal"
+    kept = [
+        folder / f"unsloth-zoo-0123456789abcdef-{python}.marshal",  # another distribution, whose name starts alike
+        folder / "unsloth-0123456789abcdef-cpython-399-4.marshal",  # another Python's copy
+    ]
+    for path in [older, *kept]:
+        path.write_bytes(b"")
     histories._decoded(histories.DATA / "unsloth.json.gz")
-    assert not older.exists() and other.exists()
-    assert len([n for n in copies(tmp_path) if n.startswith("unsloth-") and "zoo" not in n]) == 1
+    assert not older.exists() and all(path.exists() for path in kept)
+    assert len([n for n in copies(tmp_path) if n.startswith("unsloth-") and python in n and "zoo" not in n]) == 1

@@ -399,15 +399,16 @@ def _decoded(path: Path) -> dict:
             data = derived["plain"]
             data.update({table: _LazyTable(keys) for table, keys in derived["keyed"].items()})
             return data
-        except (OSError, EOFError, ValueError, TypeError, KeyError):
+        except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
             pass  # not written yet, or unreadable: decoded from the JSON, and written again
         data = json.loads(gzip.decompress(packed))
         keyed = {t: {k: marshal.dumps(v) for k, v in data[t].items()} for t in KEYED_TABLES if t in data}
         plain = {t: v for t, v in data.items() if t not in keyed}
         try:
             copy.parent.mkdir(parents=True, exist_ok=True)
-            for stale in copy.parent.iterdir():  # an older grpo_compat's copy of this distribution
-                if re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{16}}-[^.]+\.marshal", stale.name):
+            older = re.compile(rf"{re.escape(name)}-[0-9a-f]{{16}}-{re.escape(python)}\.marshal")
+            for stale in copy.parent.iterdir():  # an older grpo_compat's copy of this distribution, for this Python
+                if stale != copy and older.fullmatch(stale.name):
                     stale.unlink(missing_ok=True)
             temporary = copy.with_name(f"{copy.name}.{os.getpid()}")
             temporary.write_bytes(marshal.dumps({"plain": plain, "keyed": keyed}))
