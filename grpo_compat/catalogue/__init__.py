@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -77,7 +78,13 @@ def _toml(text: str) -> dict:
 
 def read_records() -> list[dict]:
     """The records of failures.toml as written."""
-    return _toml(resources.files(__name__).joinpath("failures.toml").read_text(encoding="utf-8")).get("failure", [])
+    return list(_records(resources.files(__name__).joinpath("failures.toml").read_text(encoding="utf-8")))
+
+
+@cache
+def _records(text: str) -> tuple[dict, ...]:
+    # parsed once per process for each text: doctor reads the catalogue three times (a tenth of a second each)
+    return tuple(_toml(text).get("failure", []))
 
 
 def load_failures(patches: Iterable[Any] | None = None) -> list[Failure]:

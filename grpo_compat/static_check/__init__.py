@@ -99,8 +99,9 @@ def _find(install: Install) -> list[Finding]:
 
 
 def cache_folder() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "grpo_compat", "static-check")
+    from grpo_compat.core.paths import user_cache_folder
+
+    return user_cache_folder("static-check")
 
 
 def check(paths: list[str] | None = None, use_cache: bool = True) -> list[Finding]:

@@ -325,6 +325,7 @@ def _declared_upper_bounds(install: Install, name: str) -> list[str]:
     """The tightest ``<`` / ``<=`` bound on ``name`` that the installed distributions' requirements declare."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    from grpo_compat.histories import _REQUIREMENT_NAME
     from grpo_compat.static_check.files import _normalize
 
     bounds = []
@@ -332,6 +333,9 @@ def _declared_upper_bounds(install: Install, name: str) -> list[str]:
         if normalized == _normalize(name):
             continue
         for text in install.requires(normalized):
+            leading = _REQUIREMENT_NAME.match(text)  # a requirement on another name is not parsed (5,000 on ms-swift)
+            if leading is None or _normalize(leading.group(1)) != _normalize(name):
+                continue
             try:
                 requirement = Requirement(text)
             except InvalidRequirement:
