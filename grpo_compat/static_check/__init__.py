@@ -72,6 +72,7 @@ def _find(install: Install) -> list[Finding]:
     import grpo_compat.static_check.calls as calls
     from grpo_compat.static_check.attributes import attribute_findings
     from grpo_compat.static_check.imports import ImportWalk, trainers_in_use
+    from grpo_compat.static_check.objects import object_attribute_findings
 
     walk = ImportWalk(install)
     walk.run()
@@ -83,6 +84,7 @@ def _find(install: Install) -> list[Finding]:
         if install.version(distribution) and install.find(entry[0]):
             findings += calls.override_findings(install, entry)
             findings += attribute_findings(install, entry, walk.walked)
+            findings += object_attribute_findings(install, entry, walk.walked)
     for module in list(walk.walked.values()):
         findings += calls.keyword_findings(install, module)
     from grpo_compat.static_check.builds import build_findings, kernel_findings

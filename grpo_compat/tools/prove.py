@@ -88,7 +88,14 @@ def failures(probe: dict[str, Any], findings: list[dict[str, str]]) -> list[dict
 
 def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, str] | None:
     """The reading's override / keyword finding on what an error names: a qualified name (``Class.method``) or a
-    quoted name (an unexpected keyword), where exactly one finding names it."""
+    quoted name (an unexpected keyword), where exactly one finding names it; the reading's attribute finding on the
+    attribute an AttributeError names (the run names the model's concrete class, the reading its annotated base)."""
+    missing = re.search(r"has no attribute '(\w+)'", message)
+    if missing:
+        said = f"has no attribute '{missing.group(1)}'"
+        about = [f for f in findings if f["kind"] == "attribute" and f["message"].endswith(said)]
+        if len(about) == 1:
+            return about[0]
     qualified = re.findall(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\b", message)
     names = {*qualified, *re.findall(r"'([A-Za-z_]\w{3,})'", message)}
     about = [f for f in findings if f["kind"] in ("override", "keyword") and any(n in f["message"] for n in names)]

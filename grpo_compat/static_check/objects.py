@@ -1,0 +1,393 @@
+"""Attributes the trainer reads on objects other than ``self`` that a release of their class removed (the static
+check's ``attribute`` kind, grpo_compat.static_check; ``self.X`` reads are attributes.py's).
+
+trl 0.14-0.26 write ``model.warnings_issued["estimate_tokens"] = True`` in ``GRPOTrainer.__init__``, ``model`` being
+annotated ``Union[str, PreTrainedModel]``; transformers set ``self.warnings_issued = {}`` in
+``PreTrainedModel.__init__`` up to 5.0 and dropped it in 5.1, so on 5.1 and later the trainer cannot be built. Found
+where all of this holds:
+
+- the read is in a statement of an ``__init__`` that runs for the trainer, in its own body (no if, loop, with or try
+  around it, no test of attributes or versions in it), on a parameter annotated with classes (``str`` / ``None``
+  aside) that all resolve;
+- a class ``C`` of the annotation reaches the read unchanged: every rebinding of the parameter before it is in a
+  branch a ``C`` instance need not take (``if isinstance(model, str):`` is false for it, a test the check cannot
+  decide may be);
+- every base of ``C``'s chain resolves, none has a ``__getattr__`` that hands the name to another object, and no class
+  of the chain sets the attribute (a class attribute, a method or property, ``self.X = ...`` in any method);
+- a release of the chain's distribution had it on a class of the chain (the API histories: a class member, or
+  ``self.X = ...`` in a method), and the installed release is after the last that had it;
+- no file of the chain's distributions names it at all (a subclass, such as a concrete model, may set it; a
+  registry, ``setattr(self, name, ...)``, nn.Module's ``__getattr__``, is filled from names written somewhere), and
+  no file of the trainer's distribution stores it on anything (``x.X = ...``, ``setattr(x, "X", ...)``).
+
+Anything the check cannot tell is left alone: a false finding on a stack that trains is harm.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from grpo_compat.static_check.attributes import (
+    ALWAYS_RUN_STATEMENTS,
+    _always_runs,
+    _class_names,
+    _self_assignments,
+    trainer_inits,
+)
+from grpo_compat.static_check.calls import Definition, _resolve_expression, methods, resolve
+from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Module
+
+# Annotation members that are not classes of a package: a value of these types is not what the finding is about.
+_BUILTINS = {"str", "bytes", "int", "float", "bool", "dict", "list", "tuple", "set", "None", "NoneType"}
+_OPEN_BASES = ("object", "Generic", "typing.Generic", "ABC", "abc.ABC", "Protocol", "typing.Protocol")
+
+
+def object_attribute_findings(install: Install, entry: tuple[str, str], walked: dict[str, Module]) -> list[Finding]:
+    found = trainer_inits(install, entry, walked)
+    if found is None:
+        return []
+    order, inits = found
+    findings: list[Finding] = []
+    for index, function in inits:
+        module = order[index].module
+        annotated = _annotated_parameters(function)
+        if not annotated:
+            continue
+        lines = module.lines_mentioning(set(annotated))
+        statements = [s for s in function.body if isinstance(s, ALWAYS_RUN_STATEMENTS) and _spans(s, lines)]
+        seen = set()
+        for name, attribute, line in _reads(module, statements, set(annotated)):
+            if (name, attribute) in seen or not _always_runs(function, line):
+                continue
+            seen.add((name, attribute))
+            finding = _judge(install, order, index, function, name, annotated[name], attribute, line)
+            if finding is not None:
+                findings.append(finding)
+    return findings
+
+
+def _judge(install, order, index, function, name, annotation, attribute, line) -> Finding | None:
+    module = order[index].module
+    classes = _annotation_classes(install, module, annotation)
+    if not classes:
+        return None  # a member that does not resolve: the type is not known
+    trainer_tops = {d.module.name.split(".")[0] for d in order}
+    for cls in classes:
+        chain = _closed_chain(install, cls)
+        if chain is None or _sets(chain, attribute):
+            continue
+        if not _reaches_unchanged(install, module, function, name, chain, line):
+            continue
+        removed = _removed_by(install, chain, attribute)
+        if removed is None:
+            continue
+        if _named_anywhere(install, {d.module.name.split(".")[0] for d in chain}, attribute, stores_only=False):
+            continue
+        if _named_anywhere(install, trainer_tops, attribute, stores_only=True):
+            continue
+        return _finding(install, order, index, name, cls, attribute, line, removed)
+    return None
+
+
+# -- the reads ------------------------------------------------------------------------------------------------------
+
+
+def _annotated_parameters(function) -> dict[str, ast.expr]:
+    arguments = function.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return {a.arg: a.annotation for a in every if a.annotation is not None and a.arg not in ("self", "cls")}
+
+
+def _spans(node, lines: list[int]) -> bool:
+    return any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines)
+
+
+def _reads(module: Module, statements: list, names: set[str]) -> list[tuple[str, str, int]]:
+    """``name.X`` loads (a subscript store ``name.X[k] = v`` loads ``name.X``) of the given names, none under a test
+    of attributes or versions, in a ``try``, or in a nested function."""
+    reads: list[tuple[str, str, int]] = []
+    for statement in statements:
+        _reads_under(module, statement, names, reads)
+    return reads
+
+
+def _reads_under(module: Module, node, names: set[str], reads: list) -> None:
+    if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
+        return
+    if isinstance(node, ast.BoolOp) and _VERSION_TEST.search(module.segment(node)):
+        return  # hasattr(model, "x") and model.x
+    if isinstance(node, ast.Try | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+        return
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in names
+    ):
+        reads.append((node.value.id, node.attr, node.lineno))
+    for child in ast.iter_child_nodes(node):
+        _reads_under(module, child, names, reads)
+
+
+# -- the object's type ----------------------------------------------------------------------------------------------
+
+
+def _annotation_classes(install: Install, module: Module, annotation) -> list[Definition]:
+    """The classes an annotation names (``Union[str, PreTrainedModel]``, ``"A | None"``), builtins aside; [] where a
+    member does not resolve to a class."""
+    members: list[ast.expr] = []
+    _members(annotation, members)
+    classes = []
+    for member in members:
+        if isinstance(member, ast.Constant) and member.value is None:
+            continue
+        if not isinstance(member, ast.Name | ast.Attribute):
+            return []
+        if ast.unparse(member) in _BUILTINS:
+            continue
+        found = _resolve_class(install, module, member)
+        if found is None:
+            return []
+        classes.append(found)
+    return classes
+
+
+def _members(node, members: list) -> None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            members.append(node)
+            return
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        _members(node.left, members)
+        _members(node.right, members)
+    elif isinstance(node, ast.Subscript) and ast.unparse(node.value).rsplit(".", 1)[-1] in ("Union", "Optional"):
+        inner = node.slice
+        for element in inner.elts if isinstance(inner, ast.Tuple) else [inner]:
+            _members(element, members)
+    else:
+        members.append(node)
+
+
+def _resolve_class(install: Install, module: Module, node: ast.expr) -> Definition | None:
+    """A class named in a module: imported by name, or ``package.Class`` where ``from torch import nn`` bound the
+    submodule (``nn.Module``)."""
+    found = _resolve_expression(install, module, node)
+    if found is None and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        for record in module.imports:
+            for imported, bound in record.names:
+                submodule = f"{record.module}.{imported}"
+                if bound == node.value.id and install.find(submodule):
+                    found = resolve(install, submodule, node.attr)
+    return found if found is not None and isinstance(found.node, ast.ClassDef) else None
+
+
+def _closed_chain(install: Install, cls: Definition) -> list[Definition] | None:
+    """Every class of ``cls``'s chain, or None where a base does not resolve or a ``__getattr__`` hands names to
+    another object (peft's PeftModel forwards to the model it wraps)."""
+    chain, queue = [], [cls]
+    while queue:
+        current = queue.pop(0)
+        if current in chain:
+            continue
+        if len(chain) > 40:
+            return None
+        chain.append(current)
+        for node in current.node.body:
+            if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__getattribute__"):
+                if "getattr(" in current.module.segment(node).replace("__getattr__(", ""):
+                    return None
+        for base in current.node.bases:
+            if ast.unparse(base).startswith(_OPEN_BASES):
+                continue
+            found = _resolve_class(install, current.module, base)
+            if found is None:
+                return None
+            queue.append(found)
+    return chain
+
+
+def _sets(chain: list[Definition], attribute: str) -> bool:
+    """Whether a class of the chain has the attribute: a class attribute, a method or property, or ``self.X = ...``
+    in any of its methods."""
+    for definition in chain:
+        if attribute in _class_names(definition.node):
+            return True
+        for function in methods(definition).values():
+            if attribute in _self_assignments(definition.module, function):
+                return True
+    return False
+
+
+def _reaches_unchanged(install: Install, module: Module, function, name: str, chain: list, line: int) -> bool:
+    """Whether an instance of the chain's class reaches the read on line ``line`` as it was passed: every rebinding
+    of ``name`` before it is in a branch that instance need not take."""
+    return not _rebinds(install, module, function.body, name, chain, line, avoidable=False)
+
+
+def _rebinds(install, module, body: list, name: str, chain: list, line: int, avoidable: bool) -> bool:
+    for statement in body:
+        if statement.lineno >= line:
+            break
+        if isinstance(statement, ast.If):
+            holds = _holds_for(install, module, statement.test, name, chain)
+            if _rebinds(install, module, statement.body, name, chain, line, avoidable or holds is not True):
+                return True
+            if _rebinds(install, module, statement.orelse, name, chain, line, avoidable or holds is not False):
+                return True
+            continue
+        if avoidable:
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+                return True
+            if isinstance(node, ast.Global | ast.Nonlocal) and name in node.names:
+                return True
+            if isinstance(node, ast.alias) and (node.asname or node.name) == name:
+                return True
+    return False
+
+
+def _holds_for(install, module, test, name: str, chain: list) -> bool | None:
+    """A test's value for an instance of the chain's class bound to ``name``: True, False, or None (cannot say)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        value = _holds_for(install, module, test.operand, name, chain)
+        return None if value is None else not value
+    if isinstance(test, ast.BoolOp):
+        values = [_holds_for(install, module, v, name, chain) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in values else None if None in values else True
+        return True if True in values else None if None in values else False
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is | ast.IsNot)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == name
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return isinstance(test.ops[0], ast.IsNot)
+    if (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "isinstance"
+        and len(test.args) == 2
+        and isinstance(test.args[0], ast.Name)
+        and test.args[0].id == name
+    ):
+        kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        values = [_is_instance(install, module, kind, chain) for kind in kinds]
+        return True if True in values else None if None in values else False
+    return None
+
+
+def _is_instance(install, module, kind, chain: list) -> bool | None:
+    if isinstance(kind, ast.Name) and kind.id in _BUILTINS:
+        return False  # the chain resolved to package classes, none of them a builtin
+    found = _resolve_class(install, module, kind) if isinstance(kind, ast.Name | ast.Attribute) else None
+    return True if found is not None and found in chain else None
+
+
+# -- the evidence: a release had it, no installed code names it -----------------------------------------------------
+
+
+def _removed_by(install: Install, chain: list[Definition], attribute: str) -> tuple | None:
+    """(distribution, the class that had it, the releases that had it, the first release without it) where the API
+    histories say a release of a chain class's distribution had the attribute and the installed one comes after."""
+    from grpo_compat.static_check.fixes import _history, _key
+
+    for definition in chain:
+        distribution = install.owner(definition.module.name)
+        installed = install.version(distribution)
+        history = _history(distribution)
+        if history is None or installed is None:
+            continue
+        spans = _attribute_spans(history, definition.module.name, definition.node.name, attribute)
+        before = [last for _, last in spans if _key(last) < _key(installed)]
+        if not spans or any(_key(first) <= _key(installed) <= _key(last) for first, last in spans) or not before:
+            continue
+        last = max(before, key=_key)
+        following = [r for r in history.releases if _key(r) > _key(last)]
+        return distribution, definition, spans, following[0] if following else None
+    return None
+
+
+def _attribute_spans(history, module: str, cls: str, attribute: str) -> list[tuple[str, str]]:
+    """The releases whose ``module.cls`` had ``attribute``: a class member, or ``self.X = ...`` in a method."""
+    index = {release: i for i, release in enumerate(history.releases)}
+    assigned = history._data.get("attributes", {}).get(f"{module}.{cls}", {}).get(attribute, [])
+    pairs = [(index[a], index[b]) for a, b in history.name_spans(module, f"{cls}.{attribute}")] + assigned
+    held = sorted({i for first, last in pairs for i in range(first, last + 1)})
+    spans: list[tuple[str, str]] = []
+    for i in held:  # one span per run of consecutive releases
+        if spans and index[spans[-1][1]] == i - 1:
+            spans[-1] = (spans[-1][0], history.releases[i])
+        else:
+            spans.append((history.releases[i], history.releases[i]))
+    return spans
+
+
+def _named_anywhere(install: Install, tops: set[str], attribute: str, stores_only: bool) -> bool:
+    """Whether a file of these top-level packages names the attribute in code (``stores_only``: stores it on an
+    object: ``x.X = ...``, ``del x.X``, or names it as a string, ``setattr(x, "X", ...)``); comments do not count."""
+    needle = attribute.encode()
+    for top in sorted(tops):
+        found = install.find(top)
+        if not found or not found[1].endswith("__init__.py"):
+            continue
+        for folder, _, files in os.walk(os.path.dirname(found[1])):
+            for file in files:
+                if file.endswith(".py") and _names(os.path.join(folder, file), needle, attribute, stores_only):
+                    return True
+    return False
+
+
+def _names(path: str, needle: bytes, attribute: str, stores_only: bool) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    if needle not in data:
+        return False
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return True  # cannot tell: it may
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == attribute:
+            if not stores_only or not isinstance(node.ctx, ast.Load):
+                return True
+        elif isinstance(node, ast.Constant) and node.value == attribute:
+            return True
+        elif not stores_only and (
+            (isinstance(node, ast.Name) and node.id == attribute)
+            or (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == attribute)
+            or (isinstance(node, ast.arg | ast.keyword) and node.arg == attribute)
+        ):
+            return True
+    return False
+
+
+def _finding(install, order, index, name, cls, attribute, line, removed) -> Finding:
+    from grpo_compat.static_check.fixes import for_removed_attribute
+
+    distribution, had, spans, first_without = removed
+    definition = order[index]
+    owner = install.owner(definition.module.name)
+    version = f"{owner} {install.version(owner)}"
+    other = f"{distribution} {install.version(distribution)}"
+    where = f"{definition.module.relative_path}:{line}"
+    had_it = ", ".join(first if first == last else f"{first}-{last}" for first, last in spans)
+    removed_in = f", removed in {first_without}" if first_without else ""
+    message = (
+        f"{version}'s {definition.node.name}.__init__ reads {name}.{attribute} ({where}) on every build, {name} being "
+        f"a {cls.node.name} (its annotation), and no class of {cls.node.name}'s chain in {other} sets it "
+        f"({distribution} had it on {had.node.name} in {had_it}{removed_in}): "
+        f"'{cls.node.name}' object has no attribute '{attribute}'"
+    )
+    fix = for_removed_attribute(install, distribution, had.node.name, attribute, spans, owner)
+    return Finding("attribute", message, where, version, other, fix)
