@@ -56,26 +56,36 @@ def object_attribute_findings(install: Install, entry: tuple[str, str], walked: 
             continue
         lines = module.lines_mentioning(set(annotated))
         statements = [s for s in function.body if isinstance(s, ALWAYS_RUN_STATEMENTS) and _spans(s, lines)]
-        seen = set()
+        seen: set[tuple[str, str]] = set()
+        chains: dict[str, list] = {}  # parameter -> [(class, its chain, the names the chain sets)]
         for name, attribute, line in _reads(module, statements, set(annotated)):
             if (name, attribute) in seen or not _always_runs(function, line):
                 continue
             seen.add((name, attribute))
-            finding = _judge(install, order, index, function, name, annotated[name], attribute, line)
+            if name not in chains:
+                chains[name] = _chains(install, module, annotated[name])
+            finding = _judge(install, order, index, function, name, chains[name], attribute, line)
             if finding is not None:
                 findings.append(finding)
     return findings
 
 
-def _judge(install, order, index, function, name, annotation, attribute, line) -> Finding | None:
-    module = order[index].module
-    classes = _annotation_classes(install, module, annotation)
-    if not classes:
-        return None  # a member that does not resolve: the type is not known
-    trainer_tops = {d.module.name.split(".")[0] for d in order}
-    for cls in classes:
+def _chains(install: Install, module: Module, annotation) -> list[tuple[Definition, list[Definition], set[str]]]:
+    """Each class an annotation names whose chain is closed, with the chain and the names it sets; [] where a member
+    of the annotation does not resolve (the type is not known)."""
+    found = []
+    for cls in _annotation_classes(install, module, annotation):
         chain = _closed_chain(install, cls)
-        if chain is None or _sets(chain, attribute):
+        if chain is not None:
+            found.append((cls, chain, _set_names(chain)))
+    return found
+
+
+def _judge(install, order, index, function, name, chains, attribute, line) -> Finding | None:
+    module = order[index].module
+    trainer_tops = {d.module.name.split(".")[0] for d in order}
+    for cls, chain, names in chains:
+        if attribute in names:
             continue
         if not _reaches_unchanged(install, module, function, name, chain, line):
             continue
@@ -115,8 +125,6 @@ def _reads(module: Module, statements: list, names: set[str]) -> list[tuple[str,
 def _reads_under(module: Module, node, names: set[str], reads: list) -> None:
     if isinstance(node, ast.If | ast.IfExp | ast.While) and _VERSION_TEST.search(module.segment(node.test)):
         return
-    if isinstance(node, ast.BoolOp) and _VERSION_TEST.search(module.segment(node)):
-        return  # hasattr(model, "x") and model.x
     if isinstance(node, ast.Try | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
         return
     if (
@@ -126,8 +134,20 @@ def _reads_under(module: Module, node, names: set[str], reads: list) -> None:
         and node.value.id in names
     ):
         reads.append((node.value.id, node.attr, node.lineno))
-    for child in ast.iter_child_nodes(node):
+    for child in _always_evaluated(node):
         _reads_under(module, child, names, reads)
+
+
+def _always_evaluated(node) -> list:
+    """The parts of an expression that run whenever it does: an ``a if t else b``'s test, an ``and`` / ``or``'s
+    first operand, a comprehension's first iterable (the rest may never run)."""
+    if isinstance(node, ast.IfExp):
+        return [node.test]
+    if isinstance(node, ast.BoolOp):
+        return node.values[:1]
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        return [node.generators[0].iter]
+    return list(ast.iter_child_nodes(node))
 
 
 # -- the object's type ----------------------------------------------------------------------------------------------
@@ -138,12 +158,11 @@ def _annotation_classes(install: Install, module: Module, annotation) -> list[De
     member does not resolve to a class."""
     members: list[ast.expr] = []
     _members(annotation, members)
+    members = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None)]
+    if not all(isinstance(member, ast.Name | ast.Attribute) for member in members):
+        return []  # dict[str, Dataset], Callable[...]: not judged (nothing resolved for it)
     classes = []
     for member in members:
-        if isinstance(member, ast.Constant) and member.value is None:
-            continue
-        if not isinstance(member, ast.Name | ast.Attribute):
-            return []
         if ast.unparse(member) in _BUILTINS:
             continue
         found = _resolve_class(install, module, member)
@@ -209,16 +228,15 @@ def _closed_chain(install: Install, cls: Definition) -> list[Definition] | None:
     return chain
 
 
-def _sets(chain: list[Definition], attribute: str) -> bool:
-    """Whether a class of the chain has the attribute: a class attribute, a method or property, or ``self.X = ...``
-    in any of its methods."""
+def _set_names(chain: list[Definition]) -> set[str]:
+    """The attributes the classes of a chain have: class attributes, methods and properties, and ``self.X = ...`` in
+    any of their methods."""
+    names: set[str] = set()
     for definition in chain:
-        if attribute in _class_names(definition.node):
-            return True
+        names |= _class_names(definition.node)
         for function in methods(definition).values():
-            if attribute in _self_assignments(definition.module, function):
-                return True
-    return False
+            names |= _self_assignments(definition.module, function)
+    return names
 
 
 def _reaches_unchanged(install: Install, module: Module, function, name: str, chain: list, line: int) -> bool:
