@@ -290,3 +290,12 @@ def test_an_import_under_a_handler_that_raises_again_is_read_as_unguarded():
         if isinstance(node, ast.Import)
     }
     assert guards == {"vllm": None, "liger_kernel": reader.IMPORT_ERROR_GUARD}
+
+
+def test_a_class_names_the_attributes_its_own_methods_assign_on_self_release_by_release():
+    trl = load("trl")
+    trainer = "trl.trainer.grpo_trainer.GRPOTrainer"
+    assert "temperature" not in trl.assigned_attributes(trainer, "0.14.0")  # 0.14 hands it to its generation config
+    assert {"temperature", "use_vllm", "vllm_client"} <= set(trl.assigned_attributes(trainer, "0.16.1"))
+    assert "args" not in trl.assigned_attributes(trainer, "0.16.1")  # transformers' Trainer.__init__ sets it
+    assert trl.assigned_attributes(trainer, "0.1.0") == [] and trl.assigned_attributes("trl.NoSuchClass", "0.16.1") == []
