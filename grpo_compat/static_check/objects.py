@@ -43,12 +43,49 @@ _BUILTINS = {"str", "bytes", "int", "float", "bool", "dict", "list", "tuple", "s
 _OPEN_BASES = ("object", "Generic", "typing.Generic", "ABC", "abc.ABC", "Protocol", "typing.Protocol")
 
 
+class _Read:
+    """``name.attribute`` read on line ``line`` of the ``__init__`` of ``order[index]`` (the trainer's chain), where
+    ``name`` is annotated with ``cls`` (its closed chain ``chain``, setting ``names``) and a ``cls`` reaches the read
+    as it was passed."""
+
+    __slots__ = ("attribute", "chain", "cls", "index", "line", "name", "names", "order")
+
+    def __init__(self, order, index, name, attribute, line, cls, chain, names) -> None:
+        self.order, self.index, self.name, self.attribute, self.line = order, index, name, attribute, line
+        self.cls, self.chain, self.names = cls, chain, names
+
+    @property
+    def trainer_tops(self) -> set[str]:
+        """The packages of the trainer class and of the reading ``__init__`` (trl; ms-swift and trl)."""
+        return {self.order[0].module.name.split(".")[0], self.order[self.index].module.name.split(".")[0]}
+
+
 def object_attribute_findings(install: Install, entry: tuple[str, str], walked: dict[str, Module]) -> list[Finding]:
+    findings: list[Finding] = []
+    judged = set()
+    for read in _reads_of_annotated(install, entry, walked, unset=True):
+        if (read.name, read.attribute) in judged:
+            continue
+        removed = _removed_by(install, read.chain, read.attribute)
+        if removed is None:
+            continue
+        if _named_anywhere(install, {d.module.name.split(".")[0] for d in read.chain}, read.attribute, False):
+            continue
+        if _named_anywhere(install, read.trainer_tops, read.attribute, stores_only=True):
+            continue
+        judged.add((read.name, read.attribute))
+        findings.append(_finding(install, read, removed))
+    return findings
+
+
+def _reads_of_annotated(install: Install, entry: tuple[str, str], walked: dict[str, Module] | None, unset: bool):
+    """Every read of an attribute on an annotated parameter of an ``__init__`` that runs for the trainer, in a
+    statement of its own body, for each class of the annotation that reaches it unchanged (``unset``: only those
+    whose installed chain does not set the attribute)."""
     found = trainer_inits(install, entry, walked)
     if found is None:
-        return []
+        return
     order, inits = found
-    findings: list[Finding] = []
     for index, function in inits:
         module = order[index].module
         annotated = _annotated_parameters(function)
@@ -64,10 +101,11 @@ def object_attribute_findings(install: Install, entry: tuple[str, str], walked: 
             seen.add((name, attribute))
             if name not in chains:
                 chains[name] = _chains(install, module, annotated[name])
-            finding = _judge(install, order, index, function, name, chains[name], attribute, line)
-            if finding is not None:
-                findings.append(finding)
-    return findings
+            for cls, chain, names in chains[name]:
+                if unset and attribute in names:
+                    continue
+                if _reaches_unchanged(install, module, function, name, chain, line):
+                    yield _Read(order, index, name, attribute, line, cls, chain, names)
 
 
 def _chains(install: Install, module: Module, annotation) -> list[tuple[Definition, list[Definition], set[str]]]:
@@ -79,25 +117,6 @@ def _chains(install: Install, module: Module, annotation) -> list[tuple[Definiti
         if chain is not None:
             found.append((cls, chain, _set_names(chain)))
     return found
-
-
-def _judge(install, order, index, function, name, chains, attribute, line) -> Finding | None:
-    module = order[index].module
-    trainer_tops = {d.module.name.split(".")[0] for d in order}
-    for cls, chain, names in chains:
-        if attribute in names:
-            continue
-        if not _reaches_unchanged(install, module, function, name, chain, line):
-            continue
-        removed = _removed_by(install, chain, attribute)
-        if removed is None:
-            continue
-        if _named_anywhere(install, {d.module.name.split(".")[0] for d in chain}, attribute, stores_only=False):
-            continue
-        if _named_anywhere(install, trainer_tops, attribute, stores_only=True):
-            continue
-        return _finding(install, order, index, name, cls, attribute, line, removed)
-    return None
 
 
 # -- the reads ------------------------------------------------------------------------------------------------------
@@ -312,20 +331,22 @@ def _is_instance(install, module, kind, chain: list) -> bool | None:
 # -- the evidence: a release had it, no installed code names it -----------------------------------------------------
 
 
-def _removed_by(install: Install, chain: list[Definition], attribute: str) -> tuple | None:
+def _removed_by(install: Install, chain: list[Definition], attribute: str, versions=None) -> tuple | None:
     """(distribution, the class that had it, the releases that had it, the first release without it) where the API
-    histories say a release of a chain class's distribution had the attribute and the installed one comes after."""
+    histories say a release of a chain class's distribution had the attribute and the installed one (``versions``:
+    the what-if set's, canonical name -> version) comes after."""
     from grpo_compat.static_check.fixes import _history, _key
+    from grpo_compat.static_check.hypothetical import canonicalize_name
 
     for definition in chain:
         distribution = install.owner(definition.module.name)
-        installed = install.version(distribution)
+        release = versions.get(canonicalize_name(distribution)) if versions else install.version(distribution)
         history = _history(distribution)
-        if history is None or installed is None:
+        if history is None or release is None:
             continue
         spans = _attribute_spans(history, definition.module.name, definition.node.name, attribute)
-        before = [last for _, last in spans if _key(last) < _key(installed)]
-        if not spans or any(_key(first) <= _key(installed) <= _key(last) for first, last in spans) or not before:
+        before = [last for _, last in spans if _key(last) < _key(release)]
+        if not spans or any(_key(first) <= _key(release) <= _key(last) for first, last in spans) or not before:
             continue
         last = max(before, key=_key)
         following = [r for r in history.releases if _key(r) > _key(last)]
@@ -348,9 +369,10 @@ def _attribute_spans(history, module: str, cls: str, attribute: str) -> list[tup
     return spans
 
 
-def _named_anywhere(install: Install, tops: set[str], attribute: str, stores_only: bool) -> bool:
-    """Whether a file of these top-level packages names the attribute in code (``stores_only``: stores it on an
-    object: ``x.X = ...``, ``del x.X``, or names it as a string, ``setattr(x, "X", ...)``); comments do not count."""
+def _named_anywhere(install: Install, tops: set[str], attribute: str, stores_only: bool, skip=()) -> bool:
+    """Whether a file of these top-level packages (but the paths ``skip``) names the attribute in code
+    (``stores_only``: stores it on an object: ``x.X = ...``, ``del x.X``, or names it as a string,
+    ``setattr(x, "X", ...)``); comments do not count."""
     needle = attribute.encode()
     for top in sorted(tops):
         found = install.find(top)
@@ -358,7 +380,8 @@ def _named_anywhere(install: Install, tops: set[str], attribute: str, stores_onl
             continue
         for folder, _, files in os.walk(os.path.dirname(found[1])):
             for file in files:
-                if file.endswith(".py") and _names(os.path.join(folder, file), needle, attribute, stores_only):
+                path = os.path.join(folder, file)
+                if file.endswith(".py") and path not in skip and _names(path, needle, attribute, stores_only):
                     return True
     return False
 
@@ -390,22 +413,156 @@ def _names(path: str, needle: bytes, attribute: str, stores_only: bool) -> bool:
     return False
 
 
-def _finding(install, order, index, name, cls, attribute, line, removed) -> Finding:
+def _finding(install, read: _Read, removed) -> Finding:
     from grpo_compat.static_check.fixes import for_removed_attribute
 
     distribution, had, spans, first_without = removed
-    definition = order[index]
+    owner, message = _said(install, read, distribution, install.version(distribution), had, spans, first_without)
+    fix = for_removed_attribute(install, distribution, had.node.name, read.attribute, spans, owner)
+    where = f"{read.order[read.index].module.relative_path}:{read.line}"
+    return Finding("attribute", message, where, f"{owner} {install.version(owner)}",
+                   f"{distribution} {install.version(distribution)}", fix)  # fmt: skip
+
+
+def _said(install, read: _Read, distribution, version, had, spans, first_without) -> tuple[str, str]:
+    """(the reading distribution, the finding's message)."""
+    definition = read.order[read.index]
     owner = install.owner(definition.module.name)
-    version = f"{owner} {install.version(owner)}"
-    other = f"{distribution} {install.version(distribution)}"
-    where = f"{definition.module.relative_path}:{line}"
+    where = f"{definition.module.relative_path}:{read.line}"
     had_it = ", ".join(first if first == last else f"{first}-{last}" for first, last in spans)
     removed_in = f", removed in {first_without}" if first_without else ""
+    cls, name, attribute = read.cls.node.name, read.name, read.attribute
     message = (
-        f"{version}'s {definition.node.name}.__init__ reads {name}.{attribute} ({where}) on every build, {name} being "
-        f"a {cls.node.name} (its annotation), and no class of {cls.node.name}'s chain in {other} sets it "
-        f"({distribution} had it on {had.node.name} in {had_it}{removed_in}): "
-        f"'{cls.node.name}' object has no attribute '{attribute}'"
+        f"{owner} {install.version(owner)}'s {definition.node.name}.__init__ reads {name}.{attribute} ({where}) on "
+        f"every build, {name} being a {cls} (its annotation), and no class of {cls}'s chain in {distribution} "
+        f"{version} sets it ({distribution} had it on {had.node.name} in {had_it}{removed_in}): "
+        f"'{cls}' object has no attribute '{attribute}'"
     )
-    fix = for_removed_attribute(install, distribution, had.node.name, attribute, spans, owner)
-    return Finding("attribute", message, where, version, other, fix)
+    return owner, message
+
+
+# -- the what-if: the installed trainer's reads against another release of the class's package ----------------------
+
+
+def what_if_findings(versions: dict[str, str], installed: dict[str, str], paths: list[str] | None = None) -> list[dict]:
+    """``check --with`` / ``--requirements``: the reads above, where the set keeps the installed release of the
+    trainer's package (its installed files are that release's code; the histories do not record reads) and changes
+    the package of an annotated class: that release's chain, from its API history, must not set the attribute a
+    release of it had. Each finding as a dict (kind, message, where, fix, installed_too). ``paths``: the folders
+    of the installed set (``sys.path``)."""
+    from grpo_compat.static_check import SWIFT_TRAINER_3X, TRAINER_CLASSES
+    from grpo_compat.static_check.hypothetical import trainer_in_use
+
+    trainer = trainer_in_use(versions)
+    if trainer is None or versions.get(trainer) != installed.get(trainer):
+        return []
+    install = Install(paths)
+    entry = TRAINER_CLASSES[trainer]
+    if trainer == "ms-swift" and install.find(entry[0]) is None:
+        entry = SWIFT_TRAINER_3X
+    if install.version(trainer) != versions[trainer] or not install.find(entry[0]):
+        return []
+    findings, judged = [], set()
+    for read in _reads_of_annotated(install, entry, None, unset=False):
+        if (read.name, read.attribute) in judged:
+            continue
+        finding = _what_if_finding(install, read, versions, installed)
+        if finding is not None:
+            judged.add((read.name, read.attribute))
+            findings.append(finding)
+    return findings
+
+
+def _what_if_finding(install: Install, read: _Read, versions: dict, installed: dict) -> dict[str, str] | None:
+    from grpo_compat.static_check.fixes import _history, for_removed_attribute
+    from grpo_compat.static_check.hypothetical import _Versions, canonicalize_name
+
+    def distribution_of(definition: Definition) -> str:
+        return canonicalize_name(install.owner(definition.module.name))
+
+    distribution = distribution_of(read.cls)
+    release, history = versions.get(distribution), _history(distribution)
+    if release is None or release == installed.get(distribution) or history is None:
+        return None  # the annotated class's package is not changed (the installed check reads it), or not recorded
+    if not history._data.get("attributes") or history.nearest(release) is None:
+        return None  # a history without self-assignments cannot say a release does not set it
+    if any(distribution_of(d) not in versions for d in read.chain):
+        return None
+    kept = {}  # a base of a package the set keeps: its text -> the names its installed chain sets
+    for definition in read.chain:
+        for base in definition.node.bases:
+            found = _resolve_class(install, definition.module, base)
+            chain = _closed_chain(install, found) if found is not None else None
+            if chain is not None and all(
+                versions[distribution_of(d)] == installed.get(distribution_of(d)) for d in chain
+            ):
+                kept[ast.unparse(base)] = _set_names(chain)
+    if _release_sets(history, read.cls.module.name, read.cls.node.name, release, read.attribute, kept) is not False:
+        return None
+    removed = _removed_by(install, read.chain, read.attribute, versions)
+    if removed is None or canonicalize_name(removed[0]) != distribution:
+        return None
+    if _set_anywhere_in_release(history, read.attribute, release):
+        return None
+    _, had, spans, first_without = removed
+    chain_files = {d.module.path for d in read.chain}  # the installed chain's own: the release being left sets it there
+    tops = {d.module.name.split(".")[0] for d in read.chain}
+    if _named_anywhere(install, tops, read.attribute, stores_only=False, skip=chain_files):
+        return None  # a class outside the chain (a concrete model) may set it
+    if _named_anywhere(install, read.trainer_tops, read.attribute, stores_only=True):
+        return None
+    owner, message = _said(install, read, removed[0], release, had, spans, first_without)
+    fix = for_removed_attribute(_Versions(versions), removed[0], had.node.name, read.attribute, spans, owner)
+    where = f"{read.order[read.index].module.relative_path}:{read.line}"
+    installed_too = read.attribute not in read.names
+    return {"kind": "attribute", "message": message, "where": where, "fix": fix, "installed_too": installed_too}
+
+
+def _release_sets(history, module: str, cls: str, release: str, attribute: str, kept: dict, depth: int = 0):
+    """Whether that release's ``module.cls`` (its API history) or a class of its chain sets the attribute: True,
+    False, or None where the chain cannot be followed. A base the history does not define is judged as installed
+    (``kept``: base text -> the names its installed chain sets), where the set keeps the package that has it."""
+    qualname = f"{module}.{cls}"
+    bases = history.bases(qualname, release)
+    if bases is None or depth > 20:
+        return None
+    if attribute in history.assigned_attributes(qualname, release) or history.has(
+        module, f"{cls}.{attribute}", release
+    ):
+        return True
+    known = True
+    for base in bases:
+        if base.startswith(_OPEN_BASES):
+            continue
+        home = _release_home(history, module, base, release)
+        if home is not None:
+            sets = _release_sets(history, *home, release, attribute, kept, depth + 1)
+        else:
+            sets = attribute in kept[base] if base in kept else None
+        if sets:
+            return True
+        known = known and sets is not None
+    return False if known else None
+
+
+def _release_home(history, module: str, name: str, release: str, hops: int = 4) -> tuple[str, str] | None:
+    """(module, class) where a class named in ``module`` is defined in that release, through ``from M import name``."""
+    if "." in name:
+        return None
+    for _ in range(hops):
+        if history.bases(f"{module}.{name}", release) is not None:
+            return module, name
+        found = next((i.module for i in history.imports(module, release) if name in i.names), None)
+        if found is None:
+            return None
+        module = found
+    return None
+
+
+def _set_anywhere_in_release(history, attribute: str, release: str) -> bool:
+    """Whether any class the release's API history read assigns the attribute on self."""
+    at = history.releases.index(history.nearest(release))
+    return any(
+        any(first <= at <= last for first, last in attributes.get(attribute, ()))
+        for attributes in history._data["attributes"].values()
+    )

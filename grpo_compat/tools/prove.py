@@ -310,7 +310,10 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     if progress:
         progress(f"building the set with uv and running the probe: import {stack}'s GRPO trainer, then one GRPO step")
     outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
+    from grpo_compat.static_check.objects import what_if_findings
+
     findings = [finding.to_dict() for finding in import_findings(hypothetical.versions)]
+    findings += what_if_findings(hypothetical.versions, hypothetical.installed)
     outcome["failures"] = failures(outcome["probe"], findings) if "probe" in outcome else []
     return {"stack": stack, "whole": hypothetical.whole, **outcome}
 
