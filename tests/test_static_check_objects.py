@@ -14,6 +14,8 @@ import pytest
 import grpo_compat.static_check as static_check
 from grpo_compat.core.versions import installed_version
 from grpo_compat.histories import load
+from grpo_compat.static_check.hypothetical import installed_set
+from grpo_compat.static_check.objects import what_if_findings
 
 SITE = sysconfig.get_paths()["purelib"]  # this env's transformers and torch, as installed
 
@@ -40,7 +42,8 @@ TRAINER = """
 READ = 'model.warnings_issued["estimate_tokens"] = True'
 
 
-def _findings(tmp_path, read=READ, parameter="model: Union[str, PreTrainedModel]", rebind="", extra="") -> list:
+def _tree(tmp_path, read=READ, parameter="model: Union[str, PreTrainedModel]", rebind="", extra="") -> list[str]:
+    """The trainer's tree ahead of this env's site folder."""
     trainer = textwrap.dedent(TRAINER).replace("{read}", read).replace("{parameter}", parameter)
     files = {
         "trl/__init__.py": "",
@@ -53,7 +56,11 @@ def _findings(tmp_path, read=READ, parameter="model: Union[str, PreTrainedModel]
     for path, text in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
-    return [f for f in static_check.find(static_check.Install([str(tmp_path), SITE])) if f.kind == "attribute"]
+    return [str(tmp_path), SITE]
+
+
+def _findings(tmp_path, *args) -> list:
+    return [f for f in static_check.find(static_check.Install(_tree(tmp_path, *args))) if f.kind == "attribute"]
 
 
 def _removed_in() -> str:
@@ -96,3 +103,21 @@ def test_a_read_the_check_cannot_prove_fails_is_left_alone(tmp_path, case, read,
     _removed_in()
     found = _findings(tmp_path, read, parameter or "model: Union[str, PreTrainedModel]", rebind, extra)
     assert found == [], (case, [f.line() for f in found])
+
+
+@pytest.mark.parametrize("transformers", ["removed", "5.0.0"])
+def test_the_what_if_reads_the_installed_trainer_against_the_release_the_set_picks(tmp_path, transformers):
+    """``check --with transformers==...`` with this trainer installed: the release that removed it is flagged from
+    its history (and so is this env's, newer), the last release that set it is not."""
+    removed = _removed_in()
+    paths = _tree(tmp_path)
+    installed = installed_set(paths)
+    release = removed if transformers == "removed" else transformers
+    found = what_if_findings({**installed, "transformers": release}, installed, paths)
+    if transformers == "5.0.0":
+        assert found == []
+        return
+    assert [(f["where"], f["fix"], f["installed_too"]) for f in found] == [
+        ("trl/trainer/grpo_trainer.py:14", f"pip install 'transformers<{removed}'", True)
+    ]
+    assert f"in transformers {removed} sets it" in found[0]["message"]
