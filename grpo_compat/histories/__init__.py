@@ -200,6 +200,7 @@ class ApiHistory:
         self._index = {version: i for i, version in enumerate(self.releases)}
         self._ordered = [Version(v) for v in self.releases]
         self._where: dict[str, list[str]] | None = None
+        self._methods: dict[str, list[str]] | None = None  # class qualname -> its methods in any release
 
     # -- releases
     @property
@@ -287,6 +288,20 @@ class ApiHistory:
             (self.releases[first], self.releases[last], Signature.parse(text))
             for first, last, text in self._data["signatures"].get(qualname, [])
         ]
+
+    def methods(self, qualname: str, version: str) -> dict[str, Signature]:
+        """A class's own methods (not its properties, not what it inherits) and their signatures in a release."""
+        if self._methods is None:
+            self._methods = {}
+            for name in self._data["signatures"]:
+                owner, _, method = name.rpartition(".")
+                self._methods.setdefault(owner, []).append(method)
+        found = {}
+        for method in self._methods.get(qualname, ()):
+            signature = self.signature(f"{qualname}.{method}", version)
+            if signature is not None:
+                found[method] = signature
+        return found
 
     def bases(self, qualname: str, version: str) -> list[str] | None:
         """A class's bases as its source writes them (``["Trainer"]``); None when the release has no such class."""

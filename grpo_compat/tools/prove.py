@@ -303,7 +303,7 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     """``check --with ... --prove``: the what-if's set built by uv in a throwaway env (this interpreter's set plus the
     requirements asked for; a lock's set alone) and the probe run there, its failures named with the what-if's
     findings. {stack, change, trains, probe | error, failures, moved, seconds}: prove_change's outcome."""
-    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use
+    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use, training_findings
 
     stack = trainer_in_use(hypothetical.versions) or "trl"
     change = [spec for spec in hypothetical.requested if _name(spec) != "grpo-compat"]  # grpo_compat: this source
@@ -312,7 +312,8 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
     from grpo_compat.static_check.objects import what_if_findings
 
-    findings = [finding.to_dict() for finding in import_findings(hypothetical.versions)]
+    found = import_findings(hypothetical.versions) or training_findings(hypothetical.versions)
+    findings = [finding.to_dict() for finding in found]
     findings += what_if_findings(hypothetical.versions, hypothetical.installed)
     outcome["failures"] = failures(outcome["probe"], findings) if "probe" in outcome else []
     return {"stack": stack, "whole": hypothetical.whole, **outcome}
