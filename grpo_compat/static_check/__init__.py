@@ -9,8 +9,10 @@ ms-swift's GRPO trainer) reach through module-level imports, and finds:
   check's installed body, guards.py); the distribution's Requires-Dist says whether it declares it (or only in an
   extra);
 - ``attribute``: ``self.X`` read by a method that runs, which only an ``__init__`` that does not run sets
-  (attributes.py); ``kernel``: an optional compiled kernel set to None here and called untested; ``build``: a
-  torchvision / torchaudio made for another torch (builds.py);
+  (attributes.py), or an attribute a running ``__init__`` reads on an annotated parameter that a release of its class
+  had and the installed one no longer sets (objects.py: trl 0.24's ``model.warnings_issued``); ``kernel``: an
+  optional compiled kernel set to None here and called untested; ``build``: a torchvision / torchaudio made for
+  another torch (builds.py);
 - ``missing-name``: ``from M import name`` where the installed M neither defines, re-exports nor lazily exports it;
 - ``override``: a method trl's trainer overrides (ms-swift's: trl's or transformers') that the installed base calls
   with arguments the override does not take (``self.m(...)``, ``super().m(...)``, or ``self.m`` handed to a base
