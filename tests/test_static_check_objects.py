@@ -94,6 +94,7 @@ def test_a_read_on_a_model_whose_class_no_longer_sets_it_is_found_with_the_relea
         ("a getattr default", 'getattr(model, "warnings_issued", {})["estimate_tokens"] = True', None, "", ""),
         ("a rebinding every model takes", READ, None, "model = wrap(model, None)", ""),
         ("a rebinding a model takes", READ, None, "if not isinstance(model, str): model = wrap(model, None)", ""),
+        ("a rebinding in a test", READ, None, "if (model := wrap(model, None)) is None: pass", ""),
         ("an annotation that does not resolve", READ, "model: Union[str, SomeModel]", "", ""),
         ("no annotation", READ, "model", "", ""),
         ("the trainer's package sets it", READ, None, "", "def prepare(model):\n    model.warnings_issued = {}\n"),

@@ -33,6 +33,7 @@ from grpo_compat.static_check.attributes import (
     _always_runs,
     _class_names,
     _self_assignments,
+    _spans_any,
     trainer_inits,
 )
 from grpo_compat.static_check.calls import Definition, _resolve_expression, methods, resolve
@@ -92,7 +93,7 @@ def _reads_of_annotated(install: Install, entry: tuple[str, str], walked: dict[s
         if not annotated:
             continue
         lines = module.lines_mentioning(set(annotated))
-        statements = [s for s in function.body if isinstance(s, ALWAYS_RUN_STATEMENTS) and _spans(s, lines)]
+        statements = [s for s in function.body if isinstance(s, ALWAYS_RUN_STATEMENTS) and _spans_any(s, lines)]
         seen: set[tuple[str, str]] = set()
         chains: dict[str, list] = {}  # parameter -> [(class, its chain, the names the chain sets)]
         for name, attribute, line in _reads(module, statements, set(annotated)):
@@ -126,10 +127,6 @@ def _annotated_parameters(function) -> dict[str, ast.expr]:
     arguments = function.args
     every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     return {a.arg: a.annotation for a in every if a.annotation is not None and a.arg not in ("self", "cls")}
-
-
-def _spans(node, lines: list[int]) -> bool:
-    return any(node.lineno <= line <= (node.end_lineno or node.lineno) for line in lines)
 
 
 def _reads(module: Module, statements: list, names: set[str]) -> list[tuple[str, str, int]]:
@@ -269,6 +266,8 @@ def _rebinds(install, module, body: list, name: str, chain: list, line: int, avo
         if statement.lineno >= line:
             break
         if isinstance(statement, ast.If):
+            if not avoidable and any(_binds(node, name) for node in ast.walk(statement.test)):
+                return True  # if (model := wrap(model)):
             holds = _holds_for(install, module, statement.test, name, chain)
             if _rebinds(install, module, statement.body, name, chain, line, avoidable or holds is not True):
                 return True
@@ -277,14 +276,18 @@ def _rebinds(install, module, body: list, name: str, chain: list, line: int, avo
             continue
         if avoidable:
             continue
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-                return True
-            if isinstance(node, ast.Global | ast.Nonlocal) and name in node.names:
-                return True
-            if isinstance(node, ast.alias) and (node.asname or node.name) == name:
-                return True
+        if any(_binds(node, name) for node in ast.walk(statement)):
+            return True
     return False
+
+
+def _binds(node, name: str) -> bool:
+    """Whether a node (re)binds ``name``: a store or delete, ``global`` / ``nonlocal``, an import as it."""
+    if isinstance(node, ast.Name):
+        return node.id == name and not isinstance(node.ctx, ast.Load)
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return name in node.names
+    return isinstance(node, ast.alias) and (node.asname or node.name) == name
 
 
 def _holds_for(install, module, test, name: str, chain: list) -> bool | None:
