@@ -78,6 +78,9 @@ def vendored(path: str) -> bool:
     return "/_vendored/" in path or "/_vendor/" in path
 
 
+# Distributions whose methods' bodies are read too (the attributes, self-calls and kernels the what-if judges
+# trainers by): the trainers and the base they override; the rest are read for their API alone.
+READ_BODIES = ("trl", "ms-swift", "transformers")
 EXCLUDE = {"transformers": transformers_excluded, "unsloth": vendored, "unsloth-zoo": vendored}
 READS = {
     "transformers": "every module but transformers/models/* (models/auto/* and models/__init__.py are read) "
@@ -250,7 +253,7 @@ def read_file(distribution: str, path: Path, scope: list[str] | None, memo: dict
     """One release's facts (the same reader the installed-data test runs), and the modules it imports."""
     (package,) = histories.IMPORT_NAMES[distribution]
     include = reader.scope_filter(package, scope, EXCLUDE.get(distribution))
-    return reader.read_release(extract.Source(path, package, include), memo)
+    return reader.read_release(extract.Source(path, package, include), memo, distribution in READ_BODIES)
 
 
 def read_releases(distribution: str, paths: list[Path], scope: list[str] | None) -> list[tuple[dict, set]]:
@@ -284,8 +287,12 @@ def layout(distribution: str, releases: list[str], per_release: dict[str, dict],
         "bases": {},
         "fields": {},
         "requires": [],
+        "attributes": {},
+        "calls": {},
+        "kernels": {},
     }
     tables = {"s": "signatures", "b": "bases", "f": "fields"}
+    nested = {"c": "calls", "k": "kernels"}
     for key, runs in history.spans_of(per_release).items():
         kind = key[0]
         pairs = [[index[first], index[last]] for first, last, _ in runs]
@@ -293,6 +300,10 @@ def layout(distribution: str, releases: list[str], per_release: dict[str, dict],
             data["modules"][key[1]] = pairs
         elif kind == "n":
             data["names"].setdefault(key[1], {})[key[2]] = pairs
+        elif kind == "a":
+            data["attributes"].setdefault(key[1], {})[key[2]] = pairs
+        elif kind in nested:
+            data[nested[kind]].setdefault(key[1], {})[key[2]] = [[index[f], index[last], v] for f, last, v in runs]
         elif kind == "i":
             data["imports"].setdefault(key[1], []).append([*key[2:], pairs])
         elif kind == "r":

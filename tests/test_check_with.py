@@ -288,6 +288,52 @@ def test_a_lock_that_is_not_toml_exits_2(tmp_path):
     assert result.returncode == 2 and "not a uv lock file" in result.stderr and "Traceback" not in result.stderr
 
 
+# -- what the first training step trips over -----------------------------------------------------------------------
+
+
+def test_transformers_4_52_hands_trl_0_16_1s_get_train_sampler_the_dataset_it_does_not_take():
+    found = hypothetical.training_findings({**INSTALLED, "trl": "0.16.1", "transformers": "4.52.4"})
+    assert [f.kind for f in found] == ["override"]
+    message = found[0].message
+    assert message.startswith("transformers 4.52.4 calls GRPOTrainer._get_train_sampler with 1 positional argument")
+    assert "handing it to _get_dataloader()" in message
+    assert "trl 0.16.1 defines GRPOTrainer._get_train_sampler(self): takes 1 positional argument but 2" in message
+    assert found[0].where.startswith("transformers/trainer.py:")
+    # the root cause's two ways out: a trl whose override takes the dataset, a transformers that does not pass it
+    assert "'trl>=0.18.0'" in found[0].fix and "transformers<4.52" in found[0].fix
+    # transformers 4.51 calls it with no argument; trl 0.18 takes the dataset
+    assert hypothetical.training_findings({**INSTALLED, "trl": "0.16.1", "transformers": "4.51.3"}) == []
+    assert hypothetical.training_findings({**INSTALLED, "trl": "0.18.2", "transformers": "4.52.4"}) == []
+
+
+def test_trl_1_15_calls_its_fused_log_prob_kernel_untested_and_without_triton_it_is_none():
+    found = hypothetical.training_findings({**INSTALLED, "trl": "1.15.0", "transformers": "5.24.0"})
+    assert [f.kind for f in found] == ["kernel"]
+    assert "trl 1.15.0 sets _ChunkedLogProbFunction = None when trl.kernels cannot import" in found[0].message
+    assert "triton is not in the set" in found[0].message and found[0].where.startswith("trl/trainer/utils.py:")
+    assert found[0].fix == "pip install 'trl>=1.16.0'"
+    # with Triton (a CUDA torch brings it) the kernel imports; trl 1.16 no longer needs it
+    assert hypothetical.training_findings({**INSTALLED, "trl": "1.15.0", "triton": "3.5.0", "packaging": "25.0"}) == []
+    assert hypothetical.training_findings({**INSTALLED, "trl": "1.16.0"}) == []
+
+
+@pytest.mark.parametrize(
+    ("trl", "transformers"), [("0.14.0", "4.46.3"), ("0.18.2", "4.57.6"), ("0.24.0", "5.0.0"), ("1.16.0", "5.3.0")]
+)
+def test_sets_that_train_read_clean_at_the_first_step(trl, transformers):
+    """The measured sets that --prove trains (docs/developing/prove.md)."""
+    assert hypothetical.training_findings({**INSTALLED, "trl": trl, "transformers": transformers}) == []
+
+
+def test_a_step_finding_makes_the_verdict_and_is_printed_with_its_fix():
+    hypothetical_set = what_if("trl==0.16.1", "transformers==4.52.4")
+    result = whatif.report(hypothetical_set)
+    assert result["import"] == [] and [f["kind"] for f in result["training"]] == ["override"]
+    assert not result["ok"] and "its first training step would fail (1 finding(s))" in whatif.verdict(result)
+    text = whatif.format_report(result, hypothetical_set)
+    assert "Its first training step:\n  error: transformers 4.52.4 calls GRPOTrainer._get_train_sampler" in text
+
+
 # -- the reading against a real import ------------------------------------------------------------------------------
 
 
@@ -309,13 +355,15 @@ def test_the_verdict_agrees_with_importing_that_trl_over_this_env(trl, tmp_path)
             capture_output=True, text=True,
         )  # fmt: skip
     assert install.returncode == 0, install.stderr
-    reading = check("--with", f"trl=={trl}")
+    reading = check("--with", f"trl=={trl}", "--json")
     assert reading.returncode in (0, 1), reading.stderr
+    result = json.loads(reading.stdout)
+    reads_importable = not result["import"] and not result["known_import_failures"]  # the step is not run here
     imported = subprocess.run(
         [sys.executable, "-c", "from trl import GRPOTrainer"],
         capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(target)},
     )  # fmt: skip
-    assert (reading.returncode == 0) == (imported.returncode == 0), reading.stdout + imported.stderr[-2000:]
+    assert reads_importable == (imported.returncode == 0), reading.stdout + imported.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -290,3 +290,40 @@ def test_an_import_under_a_handler_that_raises_again_is_read_as_unguarded():
         if isinstance(node, ast.Import)
     }
     assert guards == {"vllm": None, "liger_kernel": reader.IMPORT_ERROR_GUARD}
+
+
+def test_a_class_names_the_attributes_its_own_methods_assign_on_self_release_by_release():
+    trl = load("trl")
+    trainer = "trl.trainer.grpo_trainer.GRPOTrainer"
+    assert "temperature" not in trl.assigned_attributes(trainer, "0.14.0")  # 0.14 hands it to its generation config
+    assert {"temperature", "use_vllm", "vllm_client"} <= set(trl.assigned_attributes(trainer, "0.16.1"))
+    assert "args" not in trl.assigned_attributes(trainer, "0.16.1")  # transformers' Trainer.__init__ sets it
+    assert trl.assigned_attributes(trainer, "0.1.0") == []
+    assert trl.assigned_attributes("trl.NoSuchClass", "0.16.1") == []
+
+
+def test_a_class_records_how_its_methods_call_its_chains_methods_with_their_arities():
+    transformers = load("transformers")
+    trainer = "transformers.trainer.Trainer"
+    # 4.51 calls self._get_train_sampler() itself; 4.52 hands it to _get_dataloader, which calls it with the dataset
+    (direct,) = [c for c in transformers.self_calls(trainer, "4.51.3")["get_train_dataloader"]
+                 if c.callee == "_get_train_sampler"]  # fmt: skip
+    assert (direct.positional, direct.keywords, direct.via) == (0, (), "")
+    (handed,) = [c for c in transformers.self_calls(trainer, "4.52.4")["get_train_dataloader"]
+                 if c.callee == "_get_train_sampler"]  # fmt: skip
+    assert (handed.positional, handed.keywords, handed.via) == (1, (), "_get_dataloader") and handed.line > 0
+    assert "_get_train_sampler" in transformers.methods(trainer, "4.52.4")
+    # trl's trainer calls what it inherits from transformers' Trainer too (a name its own chain does not define)
+    calls = load("trl").self_calls("trl.trainer.grpo_trainer.GRPOTrainer", "0.16.1")
+    assert any(c.callee == "_prepare_inputs" for made in calls.values() for c in made)
+    assert not any(c.callee == "accelerator" for made in calls.values() for c in made)  # an attribute, not called
+
+
+def test_an_optional_kernel_set_to_none_is_recorded_with_what_its_import_needs_and_who_calls_it():
+    trl = load("trl")
+    (kernel,) = trl.kernels("1.15.0")
+    assert (kernel.module, kernel.name) == ("trl.trainer.utils", "_ChunkedLogProbFunction")
+    assert kernel.source == "trl.kernels" and kernel.imported == "ChunkedLogProbFunction"
+    assert "triton" in kernel.needs and "trl" not in kernel.needs
+    assert any("trl.trainer.grpo_trainer" in callers for _, _, callers in kernel.uses)
+    assert trl.kernels("1.16.0") == [] and trl.kernels("0.16.1") == []

@@ -49,6 +49,18 @@ CASES = {
         ("vllm==0.12.0",),
         ("missing-name", "trl/trainer/grpo_trainer.py:95", "pip install 'vllm<0.12.0' or 'trl>=0.27.0'"),
     ),
+    # trl 0.14-0.26 write model.warnings_issued[...] in GRPOTrainer.__init__, model annotated PreTrainedModel, whose
+    # __init__ stopped setting it in transformers 5.1: the trainer cannot be built (the probe: "'Qwen2ForCausalLM'
+    # object has no attribute 'warnings_issued'"); the pin below the release that removed it, from its history
+    "warnings-issued": (
+        Cell(
+            "case-trl-0.24-tf5.1",
+            {"torch": "2.13.0", "trl": "0.24.0", "transformers": "5.1.0"},
+            exclude_newer="2026-11-21",
+        ),
+        (),
+        ("attribute", "trl/trainer/grpo_trainer.py:406", "pip install 'transformers<5.1.0'"),
+    ),
     # transformers 4.52 calls _get_train_sampler(dataset) through _get_dataloader(sampler_fn=...); trl 0.16 takes none
     "train-sampler": (
         cells_file().cells["trl-0.16-tf4.52"],
@@ -107,6 +119,15 @@ def test_trl_1_12_without_requests_really_fails_to_import_its_trainer(tmp_path):
     python = str(env / "bin" / "python")
     run = subprocess.run([python, "-c", "from trl import GRPOTrainer"], capture_output=True, text=True)
     assert run.returncode != 0 and "No module named 'requests'" in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_static_check_is_silent_where_the_release_still_sets_what_the_trainer_reads():
+    """trl 0.24 with transformers 5.0.0, whose PreTrainedModel.__init__ still sets warnings_issued, trains."""
+    cell = Cell("case-trl-0.24-tf5.0", {"torch": "2.13.0", "trl": "0.24.0", "transformers": "5.0.0"},
+                exclude_newer="2026-11-21")  # fmt: skip
+    findings = _findings(_files(cell))
+    assert findings == [], [f.line() for f in findings]
 
 
 @pytest.mark.slow

@@ -11,6 +11,11 @@ stored as spans of consecutive releases, ``[first, last]`` as indices into ``rel
     "bases":      {qualname: [[i, j, [base, ...]], ...]}
     "fields":     {qualname: [[i, j, {field: default source}], ...]}
     "requires":   [[i, j, [Requires-Dist line, ...]], ...]
+    "attributes": {qualname: {attribute: [[i, j], ...]}}  what a class's methods assign on self
+    "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], line, via], ...]], ...]}}
+    "kernels":    {module: {name: [[i, j, {"from", "line", "imported", "needs", "uses"}], ...]}}
+
+(the reader's module docstring says what each fact means).
 
 The contract the static check and ``explain`` use is /work/coord/HISTORIES_API.md (module docstring of record:
 ``DISTRIBUTIONS``, ``load``, ``distribution_of_module``, ``ApiHistory``, ``Signature``, ``ModuleImport``).
@@ -153,6 +158,33 @@ class ModuleImport:
     line: int
 
 
+@dataclass(frozen=True)
+class SelfCall:
+    """A call a class's method makes of a method of its chain: ``self.callee(...)`` (via ""), ``super().callee(...)``
+    (via "super"), or ``self.callee`` handed to the chain's method ``via``, which calls it so."""
+
+    callee: str
+    positional: int  # not counting self
+    keywords: tuple[str, ...]
+    line: int
+    via: str
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """``try: from <source> import <imported> as <name> except ImportError: <name> = None`` in ``module``, where
+    importing ``source`` needs the other distributions' modules ``needs``; ``uses``: (function, line, the modules
+    whose classes call that function unconditionally) for each function that calls ``name`` untested."""
+
+    module: str
+    name: str
+    source: str
+    line: int
+    imported: str
+    needs: tuple[str, ...]
+    uses: tuple[tuple[str, int, tuple[str, ...]], ...]
+
+
 Span = tuple[str, str]
 
 
@@ -170,6 +202,7 @@ class ApiHistory:
         self._ordered = [Version(v) for v in self.releases]
         self._where: dict[str, list[str]] | None = None
         self._imports_at: dict[tuple[str, int], list[ModuleImport]] = {}
+        self._methods: dict[str, list[str]] | None = None  # class qualname -> its methods in any release
 
     # -- releases
     @property
@@ -248,11 +281,7 @@ class ApiHistory:
 
     # -- signatures, classes, dataclass fields
     def _valued(self, table: str, qualname: str, version: str):
-        i = self._at(version)
-        for first, last, value in self._data[table].get(qualname, []):
-            if i is not None and first <= i <= last:
-                return value
-        return None
+        return self._valued_in(self._data[table], qualname, version)
 
     def signature(self, qualname: str, version: str) -> Signature | None:
         """``trl.trainer.grpo_trainer.GRPOTrainer._get_train_sampler`` as that release defines it (not inherited)."""
@@ -265,6 +294,20 @@ class ApiHistory:
             for first, last, text in self._data["signatures"].get(qualname, [])
         ]
 
+    def methods(self, qualname: str, version: str) -> dict[str, Signature]:
+        """A class's own methods (not its properties, not what it inherits) and their signatures in a release."""
+        if self._methods is None:
+            self._methods = {}
+            for name in self._data["signatures"]:
+                owner, _, method = name.rpartition(".")
+                self._methods.setdefault(owner, []).append(method)
+        found = {}
+        for method in self._methods.get(qualname, ()):
+            signature = self.signature(f"{qualname}.{method}", version)
+            if signature is not None:
+                found[method] = signature
+        return found
+
     def bases(self, qualname: str, version: str) -> list[str] | None:
         """A class's bases as its source writes them (``["Trainer"]``); None when the release has no such class."""
         return self._valued("bases", qualname, version)
@@ -272,6 +315,43 @@ class ApiHistory:
     def fields(self, qualname: str, version: str) -> dict[str, str]:
         """A dataclass's fields (its same-package bases' included) -> the default's source text (``<required>``)."""
         return dict(self._valued("fields", qualname, version) or {})
+
+    def assigned_attributes(self, qualname: str, version: str) -> list[str]:
+        """The attributes a class's own methods assign on self (``self.X = ...``, in ``__init__`` or elsewhere; not
+        its bases'), as that release defines the class; [] for a class it does not have."""
+        i = self._at(version)
+        found = self._data.get("attributes", {}).get(qualname, {})
+        return sorted(name for name, pairs in found.items() if i is not None and self._holds(pairs, i))
+
+    def self_calls(self, qualname: str, version: str) -> dict[str, list[SelfCall]]:
+        """How a class's own methods call the methods of its class chain, as that release has them: method ->
+        its calls (``self.m(...)``, ``super().m(...)``, ``self.m`` handed to a method that calls it)."""
+        found = {}
+        for method in self._data.get("calls", {}).get(qualname, {}):
+            made = self._valued_in(self._data["calls"][qualname], method, version)
+            if made:
+                found[method] = [SelfCall(c, p, tuple(k), line, via) for c, p, k, line, via in made]
+        return found
+
+    def kernels(self, version: str) -> list[Kernel]:
+        """The optional compiled kernels of a release: a name set to None when the kernel's import fails, and
+        called untested on a path a class's method runs unconditionally."""
+        found = []
+        for module, names in self._data.get("kernels", {}).items():
+            for name in names:
+                value = self._valued_in(names, name, version)
+                if value:
+                    uses = tuple((function, line, tuple(callers)) for function, line, callers in value["uses"])
+                    needs = tuple(value["needs"])
+                    found.append(Kernel(module, name, value["from"], value["line"], value["imported"], needs, uses))
+        return found
+
+    def _valued_in(self, table: dict, key: str, version: str):
+        i = self._at(version)
+        for first, last, value in table.get(key, []):
+            if i is not None and first <= i <= last:
+                return value
+        return None
 
     # -- imports and requirements
     def imports(self, module: str, version: str) -> list[ModuleImport]:

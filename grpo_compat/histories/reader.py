@@ -15,6 +15,17 @@ one span (``spans``):
     ("b", qualname)                                -> [bases]    a class's bases as written
     ("f", qualname)                                -> {field: default source}   a dataclass's fields
     ("r",)                                         -> [Requires-Dist lines]
+    ("a", qualname, attribute)                     -> 1          a class's methods assign ``self.attribute``
+    ("c", qualname, method)                        -> [[callee, positional, [keywords], line, via], ...]
+        how the method calls methods of its class chain: ``self.callee(...)`` (via ""), ``super().callee(...)``
+        (via "super"), or ``self.callee`` handed to a method of the chain that calls it (via: that method's name)
+    ("k", module, name)                            -> {"from", "line", "imported", "needs", "uses"}
+        an optional compiled kernel: ``try: from <from> import <imported> as name except ImportError: name = None``,
+        whose import needs the other distributions' modules ``needs``, and ``uses``: [[function, line, [modules
+        whose classes call the function unconditionally]], ...] where the function calls ``name`` untested
+
+The calls, attributes and kernels are read by the static check's own analysis (grpo_compat.static_check.calls,
+attributes, builds) run on the release's trees: the what-if judges a set by the same reading as the installed check.
 """
 
 from __future__ import annotations
@@ -209,13 +220,16 @@ class ReleaseReader:
     the cost, and most files of a patch release are unchanged.
     """
 
-    def __init__(self, source: extract.Source, memo: dict | None = None) -> None:
+    def __init__(self, source: extract.Source, memo: dict | None = None, bodies: bool = True) -> None:
         self.source = source
         self.memo = memo if memo is not None else {}
+        self.bodies = bodies  # read the ("a", "c", "k") facts of methods' bodies too
         self.facts: dict[tuple, object] = {}
         self._all: dict[str, list[str]] = {}  # module -> its __all__, for star imports
         self._stars: list[tuple[str, str]] = []  # (module, module it star-imports)
         self._dataclasses: list[tuple[str, str, ast.ClassDef]] = []  # (qualname, path, node): fields read last
+        self._calls: list[tuple[str, str, ast.ClassDef, dict]] = []  # (qualname, path, node, calls): chains read last
+        self._kernels: list[tuple] = []  # (module, name, from, line, imported, uses): what they need read last
         # every module imported anywhere (in functions too), and ``from m import x``'s m.x: what a big
         # dependency's data must cover for this release (vllm and deepspeed are read only that far)
         self.referenced: set[str] = set()
@@ -233,15 +247,19 @@ class ReleaseReader:
             self.source._trees[path] = cached[1]  # the fields' base classes are looked up in these trees
             if "imported" in cached[3]:
                 self.source._imports[path] = cached[3]["imported"]
-            facts, all_names, stars, referenced, dataclasses = cached[2]
+            facts, all_names, stars, referenced, dataclasses, calls, kernels = cached[2]
             self.facts.update(facts)
             self._all.update(all_names)
             self._stars += stars
             self.referenced |= referenced
             self._dataclasses += dataclasses
+            self._calls += calls
+            self._kernels += kernels
         self._resolve_stars()
         for qualname, path, node in self._dataclasses:
             self.facts[("f", qualname)] = self._fields(path, node)
+        self._read_chain_calls()
+        self._read_kernels()
         for path, imported in self.source._imports.items():  # the next release reuses the import maps too
             if path in self.memo:
                 self.memo[path][3]["imported"] = imported
@@ -252,13 +270,15 @@ class ReleaseReader:
 
     def _module_facts(self, path: str, tree: ast.Module) -> tuple:
         """What one file contributes, read into fresh containers (so that the memo can hold it)."""
-        kept = (self.facts, self._all, self._stars, self.referenced, self._dataclasses)
-        self.facts, self._all, self._stars, self.referenced, self._dataclasses = {}, {}, [], set(), []
+        kept = (self.facts, self._all, self._stars, self.referenced, self._dataclasses, self._calls, self._kernels)
+        self.facts, self._all, self._stars, self.referenced, self._dataclasses, self._calls, self._kernels = (
+            {}, {}, [], set(), [], [], []
+        )  # fmt: skip
         try:
             self._read_module(path, tree)
-            return self.facts, self._all, self._stars, self.referenced, self._dataclasses
+            return self.facts, self._all, self._stars, self.referenced, self._dataclasses, self._calls, self._kernels
         finally:
-            self.facts, self._all, self._stars, self.referenced, self._dataclasses = kept
+            self.facts, self._all, self._stars, self.referenced, self._dataclasses, self._calls, self._kernels = kept
 
     def _read_module(self, path: str, tree: ast.Module) -> None:
         module = module_of(path)
@@ -275,6 +295,11 @@ class ReleaseReader:
                 )
         facts[("m", module)] = 1
         lazy = any(marker in text for marker in _LAZY_MARKERS)
+        from grpo_compat.static_check.files import Module
+
+        checked = Module.of_tree(module, ".", path, tree, text) if self.bodies else None  # the static check's view
+        if checked is not None:
+            self._kernels += _kernel_candidates(checked)
 
         def name(value: str) -> None:
             if not (value.startswith("__") and value.endswith("__")):
@@ -308,7 +333,7 @@ class ReleaseReader:
                 facts[("s", f"{module}.{node.name}")] = signature_text(node)
             elif isinstance(node, ast.ClassDef):
                 name(node.name)
-                self._read_class(module, path, node)
+                self._read_class(module, path, node, checked)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     for bound in _bound_names(target):
@@ -323,9 +348,11 @@ class ReleaseReader:
         for value in self._all.get(module, []):
             name(value)
 
-    def _read_class(self, module: str, path: str, node: ast.ClassDef) -> None:
+    def _read_class(self, module: str, path: str, node: ast.ClassDef, checked) -> None:
         qualname = f"{module}.{node.name}"
         self.facts[("b", qualname)] = [ast.unparse(base) for base in node.bases]
+        if checked is not None:
+            self._read_bodies(qualname, path, node, checked)
         for item in node.body:
             if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.facts[("n", module, f"{node.name}.{item.name}")] = 1
@@ -340,6 +367,20 @@ class ReleaseReader:
         if extract._is_dataclass(node):
             self._dataclasses.append((qualname, path, node))
 
+    def _read_bodies(self, qualname: str, path: str, node: ast.ClassDef, checked) -> None:
+        """The attributes a class's methods assign on self; its methods' calls, judged once its chain is read."""
+        from grpo_compat.static_check.attributes import _self_assignments
+
+        assigned = set()
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                assigned |= _self_assignments(checked, item)
+        for attribute in assigned:
+            self.facts[("a", qualname, attribute)] = 1
+        calls = _class_calls(checked, node)
+        calls["assigned"] = assigned
+        self._calls.append((qualname, path, node, calls))
+
     def _fields(self, path: str, node: ast.ClassDef) -> dict[str, str]:
         """A dataclass's fields with those of its bases in the same package, in dataclass order."""
         fields: dict[str, str] = {}
@@ -347,6 +388,67 @@ class ReleaseReader:
             if extract._is_dataclass(cls.node):
                 fields.update(_own_fields(cls.node))
         return fields
+
+    def _read_chain_calls(self) -> None:
+        """("c", ...) facts: each class's calls of the methods of its chain (its same-package bases, linearised),
+        and where a base is another package's (trl's trainers on transformers' ``Trainer``), of the methods it may
+        inherit from there: names neither the chain defines nor its methods assign."""
+        by_node = {id(node): calls for _, _, node, calls in self._calls}
+        for qualname, path, node, calls in self._calls:
+            if not calls["calls"]:
+                continue
+            external: set[str] = set()
+            chain = extract.linearise(self.source, extract.ClassRef(path, node), external)
+            effective: dict[str, dict] = {}  # method -> the calls record of the class whose method it is
+            known: set[str] = set()  # every name a class of the chain defines or assigns
+            for ref in chain:
+                found = by_node.get(id(ref.node)) or _class_calls(None, ref.node)
+                for method in found["methods"]:
+                    effective.setdefault(method, found)
+                known |= found["names"] | found.get("assigned", set())
+            inherits = bool(external - {"ABC", "object"})
+            callable_names = set(effective) | ({"*"} if inherits else set())
+            for method, made in calls["calls"].items():
+                recorded = set()
+                for via, target, positional, keywords, line in made:
+                    if via != "hand":
+                        if _in_chain(target, callable_names, known):
+                            recorded.add((target, positional, tuple(keywords), line, via))
+                        continue
+                    helper, handed = target  # self.helper(..., key=self.handed): the helper's calls of its parameter
+                    owner = effective.get(helper)
+                    parameter = owner and owner["parameters"].get(helper, {}).get(positional, positional)
+                    if owner is None or not _in_chain(handed, callable_names, known) or not isinstance(parameter, str):
+                        continue
+                    for inner_positional, inner_keywords in owner["parameter_calls"].get(helper, {}).get(parameter, ()):
+                        recorded.add((handed, inner_positional, tuple(inner_keywords), line, helper))
+                if recorded:
+                    self.facts[("c", qualname, method)] = [[t, p, list(k), n, v] for t, p, k, n, v in sorted(recorded)]
+
+    def _read_kernels(self) -> None:
+        """("k", ...) facts: a kernel set to None where its import fails, called untested by a function that a
+        class's method calls unconditionally (builds.py's reading): with the other distributions' modules its
+        import needs."""
+        from grpo_compat.static_check import builds
+
+        files = _ReleaseFiles(self.source)
+        own = {self.source.package}
+        for module, name, source_module, line, imported, uses in self._kernels:
+            needs = list(dict.fromkeys(builds.unreachable_imports(files, source_module, own, _unguarded)))
+            found = []
+            kernel_module = files.module(module)
+            for function, use in uses:
+                callers = [
+                    caller
+                    for caller in files.mentioning(function)
+                    if builds._called_by_trainer(files.module(caller), kernel_module, function)
+                ]
+                if callers:
+                    found.append([function, use, sorted(callers)])
+            if found and needs:
+                self.facts[("k", module, name)] = {
+                    "from": source_module, "line": line, "imported": imported, "needs": needs, "uses": found
+                }  # fmt: skip
 
     def _resolve_stars(self) -> None:
         """``from .x import *`` binds x's ``__all__``, else its public names (resolved until nothing changes)."""
@@ -367,9 +469,110 @@ class ReleaseReader:
                         self.facts[("n", module, value)] = 1
 
 
-def read_release(source: extract.Source, memo: dict | None = None) -> tuple[dict[tuple, object], set[str]]:
-    """The release's facts, and the modules its code imports anywhere (``memo``: see ReleaseReader)."""
-    reader = ReleaseReader(source, memo)
+def _in_chain(target: str, methods: set[str], known: set[str]) -> bool:
+    """A method of the chain, or (``"*"`` in ``methods``: a base is another package's) a name the chain neither
+    defines nor assigns, which it may inherit from there."""
+    return target in methods or ("*" in methods and target not in known)
+
+
+def _unguarded(_install, guards: tuple, _module) -> bool:
+    return not guards
+
+
+class _ReleaseFiles:
+    """A release's files as the static check reads an install's (``find``, ``module``): another distribution's
+    module is not found."""
+
+    def __init__(self, source: extract.Source) -> None:
+        self.source = source
+        self._modules: dict[str, object] = {}
+
+    def find(self, name: str) -> tuple[str, str] | None:
+        path = self.source.module_path(name)
+        return None if path is None else (".", path)
+
+    def module(self, name: str):
+        from grpo_compat.static_check.files import Module
+
+        if name not in self._modules:
+            path = self.source.module_path(name)
+            tree = self.source.tree(path) if path else None
+            self._modules[name] = tree and Module.of_tree(name, ".", path, tree, self.source.text(path))
+        return self._modules[name]
+
+    def mentioning(self, word: str) -> list[str]:
+        """The modules whose text holds ``word``."""
+        return [module_of(path) for path in self.source.paths if word in self.source.text(path)]
+
+
+def _kernel_candidates(checked) -> list[tuple]:
+    """(module, name, from, line, imported, uses) for each ``name = None`` fallback of a kernel import that a
+    function of the module calls untested (grpo_compat.static_check.builds' reading)."""
+    from grpo_compat.static_check import builds
+
+    found = []
+    if "None" not in checked.text:
+        return found
+    for name, source_module, line, imported in builds._none_fallbacks(checked):
+        uses = builds._untested_uses(checked, name)
+        if uses:
+            found.append((checked.name, name, source_module, line, imported, uses))
+    return found
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _class_calls(checked, node: ast.ClassDef) -> dict:
+    """What a class's own methods call of ``self`` (the static check's judged calls: none under a version test or
+    in a try that catches TypeError, none with ``*args`` / ``**kwargs``), and the calls each method makes of its
+    own parameters (a helper handed ``self.m`` calls ``m`` so). Without ``checked`` (a file not read here), only
+    its names."""
+    from grpo_compat.static_check import calls as check
+
+    own = check.methods(check.Definition(checked, node))
+    names = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for item in node.body:
+        if isinstance(item, ast.Assign | ast.AnnAssign):
+            for target in item.targets if isinstance(item, ast.Assign) else [item.target]:
+                names.update(_bound_names(target))
+    found: dict = {"methods": set(own), "names": names, "calls": {}, "parameters": {}, "parameter_calls": {}}
+    if checked is None:
+        return found
+    for method, function in own.items():
+        parameters = [a.arg for a in function.args.posonlyargs + function.args.args][1:]
+        found["parameters"][method] = dict(enumerate(parameters)) | {p: p for p in parameters}
+        called = set()
+        for call in check.judged_calls(checked, function, set(parameters) | {"self", "super"}):
+            func = call.func
+            shape = check.call_shape(call)
+            if isinstance(func, ast.Name) and func.id in parameters and shape:
+                found["parameter_calls"].setdefault(method, {}).setdefault(func.id, []).append(shape)
+            if not isinstance(func, ast.Attribute):
+                continue
+            if _is_self(func.value):
+                if shape:
+                    called.add(("", func.attr, shape[0], tuple(shape[1]), call.lineno))
+                handed = [*enumerate(call.args), *((k.arg, k.value) for k in call.keywords if k.arg)]
+                for key, value in handed:
+                    if isinstance(value, ast.Attribute) and _is_self(value.value):
+                        called.add(("hand", (func.attr, value.attr), key, (), call.lineno))
+            elif isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and shape:
+                if func.value.func.id == "super":
+                    called.add(("super", func.attr, shape[0], tuple(shape[1]), call.lineno))
+        if called:
+            found["calls"][method] = sorted(called, key=lambda c: (c[4], c[0], str(c[1])))
+    for method in own:
+        found["parameter_calls"].setdefault(method, {})
+    return found
+
+
+def read_release(
+    source: extract.Source, memo: dict | None = None, bodies: bool = True
+) -> tuple[dict[tuple, object], set[str]]:
+    """The release's facts, and the modules its code imports anywhere (``memo``, ``bodies``: see ReleaseReader)."""
+    reader = ReleaseReader(source, memo, bodies)
     return reader.read(), reader.referenced
 
 

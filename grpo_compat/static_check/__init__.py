@@ -9,8 +9,10 @@ ms-swift's GRPO trainer) reach through module-level imports, and finds:
   check's installed body, guards.py); the distribution's Requires-Dist says whether it declares it (or only in an
   extra);
 - ``attribute``: ``self.X`` read by a method that runs, which only an ``__init__`` that does not run sets
-  (attributes.py); ``kernel``: an optional compiled kernel set to None here and called untested; ``build``: a
-  torchvision / torchaudio made for another torch (builds.py);
+  (attributes.py), or an attribute a running ``__init__`` reads on an annotated parameter that a release of its class
+  had and the installed one no longer sets (objects.py: trl 0.24's ``model.warnings_issued``); ``kernel``: an
+  optional compiled kernel set to None here and called untested; ``build``: a torchvision / torchaudio made for
+  another torch (builds.py);
 - ``missing-name``: ``from M import name`` where the installed M neither defines, re-exports nor lazily exports it;
 - ``override``: a method trl's trainer overrides (ms-swift's: trl's or transformers') that the installed base calls
   with arguments the override does not take (``self.m(...)``, ``super().m(...)``, or ``self.m`` handed to a base
@@ -72,6 +74,7 @@ def _find(install: Install) -> list[Finding]:
     import grpo_compat.static_check.calls as calls
     from grpo_compat.static_check.attributes import attribute_findings
     from grpo_compat.static_check.imports import ImportWalk, trainers_in_use
+    from grpo_compat.static_check.objects import object_attribute_findings
 
     walk = ImportWalk(install)
     walk.run()
@@ -83,6 +86,7 @@ def _find(install: Install) -> list[Finding]:
         if install.version(distribution) and install.find(entry[0]):
             findings += calls.override_findings(install, entry)
             findings += attribute_findings(install, entry, walk.walked)
+            findings += object_attribute_findings(install, entry, walk.walked)
     for module in list(walk.walked.values()):
         findings += calls.keyword_findings(install, module)
     from grpo_compat.static_check.builds import build_findings, kernel_findings

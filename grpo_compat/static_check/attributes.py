@@ -28,16 +28,36 @@ from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Modu
 ALWAYS_RUN_STATEMENTS = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
 
 
-def attribute_findings(install: Install, entry: tuple[str, str], walked: dict[str, Module]) -> list[Finding]:
+def _trainer_chain(install: Install, entry: tuple[str, str], walked: dict[str, Module] | None):
+    """(the trainer's class chain, each class's methods that exist (``del Base.__init__`` followed), the indexes of
+    the classes whose ``__init__`` runs), or None where the trainer is not a class."""
     trainer = resolve(install, *entry)
     if trainer is None or not isinstance(trainer.node, ast.ClassDef):
-        return []
+        return None
     order = mro(install, trainer)
-    if not _chain_is_closed(install, order):
-        return []
+    if walked is None:  # no import walk: the modules of the chain, where ms-swift 3.x deletes trl's __init__
+        walked = {definition.module.name: definition.module for definition in order}
     deleted = _deleted_methods(install, walked)
     own = {i: {n: f for n, f in methods(d).items() if (d.node, n) not in deleted} for i, d in enumerate(order)}
-    running = _running_inits(install, order, own)
+    return order, own, _running_inits(install, order, own)
+
+
+def trainer_inits(install: Install, entry: tuple[str, str], walked: dict[str, Module] | None):
+    """(the trainer's class chain, [(index, __init__) of each one that runs when the trainer is built]), or None."""
+    found = _trainer_chain(install, entry, walked)
+    if found is None:
+        return None
+    order, own, running = found
+    return order, [(index, own[index]["__init__"]) for index in sorted(running)]
+
+
+def attribute_findings(install: Install, entry: tuple[str, str], walked: dict[str, Module]) -> list[Finding]:
+    found = _trainer_chain(install, entry, walked)
+    if found is None:
+        return []
+    order, own, running = found
+    if not _chain_is_closed(install, order):
+        return []
     bound = set()
     set_in_init: dict[str, list[int]] = {}
     for index, definition in enumerate(order):

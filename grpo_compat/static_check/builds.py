@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import platform
 import sys
+from collections.abc import Iterator
 
 from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
 from grpo_compat.histories.reader import catches_import_error
@@ -148,29 +149,37 @@ def _none_fallbacks(module: Module) -> list[tuple[str, str, int, str]]:
     return found
 
 
-def _missing_here(install: Install, name: str, tops: set[str], depth: int = 0) -> str | None:
+def _missing_here(install: Install, name: str, tops: set[str]) -> str | None:
     """The first top-level module that importing ``name`` needs and this install lacks (following the modules of
     its own distribution, ``tops``, through the imports that run here)."""
+    return next(unreachable_imports(install, name, tops), None)
+
+
+def unreachable_imports(install, name: str, tops: set[str], holds=guard_holds, depth: int = 0) -> Iterator[str]:
+    """Each top-level module that importing ``name`` imports and ``install.find`` does not find, in import order,
+    following the modules of its own distribution (``tops``) through the imports whose guards ``holds``. On an
+    install: what is missing here; on a release's files (grpo_compat.histories.reader): every other distribution's
+    module it needs."""
     if depth > 4:
-        return None
+        return
     module = install.module(name)
     if module is None:
-        return name.split(".")[0] if install.find(name.split(".")[0]) is None else None
+        if install.find(name.split(".")[0]) is None:
+            yield name.split(".")[0]
+        return
     for record in module.imports:
-        if not guard_holds(install, record.guards, module):
+        if not holds(install, record.guards, module):
             continue
         top = record.module.split(".")[0]
         if top in sys.stdlib_module_names or top == "__future__":
             continue
         if install.find(top) is None:
-            return top
+            yield top
+            continue
         if top in tops:
             for target in [record.module] + [f"{record.module}.{n}" for n, _ in record.names]:
                 if install.find(target) and target != name:
-                    missing = _missing_here(install, target, tops, depth + 1)
-                    if missing:
-                        return missing
-    return None
+                    yield from unreachable_imports(install, target, tops, holds, depth + 1)
 
 
 def _import_fails(install: Install, name: str, tops: set[str]) -> bool:

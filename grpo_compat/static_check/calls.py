@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ast
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from grpo_compat.static_check.files import _VERSION_TEST, KEYWORD_TARGETS, Finding, Install, Module
 from grpo_compat.static_check.guards import guard_holds
@@ -78,17 +79,24 @@ def _resolve_expression(install: Install, module: Module, node: ast.expr) -> Def
 
 def mro(install: Install, definition: Definition) -> list[Definition]:
     """C3 linearisation over the bases that resolve (unresolved ones, e.g. torch's, are left out)."""
-    return _linearise(install, definition, ())
+    return linearise(definition, partial(_resolved_bases, install))
+
+
+def _resolved_bases(install: Install, definition: Definition) -> list[Definition]:
+    bases = [_resolve_expression(install, definition.module, base) for base in definition.node.bases]
+    return [base for base in bases if isinstance(base, Definition)]
 
 
 # The recursive walks here are module-level functions, not nested ones: a nested function that calls itself is a
 # reference cycle, which keeps every tree it reaches for the cyclic collector (Install.drop_sources).
-def _linearise(install: Install, current: Definition, seen: tuple) -> list[Definition]:
-    if current.node in seen or len(seen) > 20:
+def linearise(current, bases_of: Callable, seen: tuple = ()) -> list:
+    """C3 linearisation of a class over ``bases_of(class)``, the bases that resolve: an installed class's
+    (Definition), or one the API histories hold (grpo_compat.static_check.hypothetical)."""
+    if current in seen or len(seen) > 20:
         return [current]
-    bases = [_resolve_expression(install, current.module, base) for base in current.node.bases]
-    orders = [_linearise(install, base, (*seen, current.node)) for base in bases if isinstance(base, Definition)]
-    orders = [order for order in orders if order] + [[b for b in bases if b]]
+    bases = bases_of(current)
+    orders = [linearise(base, bases_of, (*seen, current)) for base in bases]
+    orders = [order for order in orders if order] + [list(bases)]
     result = [current]
     while any(orders):
         for order in orders:

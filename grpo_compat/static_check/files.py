@@ -259,6 +259,11 @@ class Module:
             tree = ast.parse(text, path)
         except (OSError, SyntaxError, ValueError):
             return None
+        return cls.of_tree(name, site, path, tree, text)
+
+    @classmethod
+    def of_tree(cls, name: str, site: str, path: str, tree, text: str) -> Module:
+        """A module already parsed: an installed file, or a release's file the histories' reader holds."""
         module = cls(name, site, path, tree, text)
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
         module._scan(tree.body, (), package)

@@ -138,6 +138,20 @@ def for_signature(
     )
 
 
+def for_removed_attribute(
+    install: Install, owner: str, cls: str, attribute: str, spans: list[tuple[str, str]], reader: str
+) -> str:
+    """``reader``'s code reads ``attribute`` on an object of ``owner``'s class ``cls``, which ``owner`` had in
+    ``spans`` (the API histories) and the installed release no longer sets: the nearest range of releases that had
+    it."""
+    history = _history(owner)
+    pin = _pin_into(history, owner, install.version(owner), spans) if history is not None else None
+    return _join(
+        [pin],
+        f"install a {owner} release whose {cls} has {attribute}, or a {reader} release that no longer reads it",
+    )
+
+
 def for_keyword(install: Install, callee: tuple[str, str], caller: tuple[str, str], keyword: str) -> str:
     """``caller``'s code passes ``keyword`` to ``callee``'s function or class, which does not take it."""
     (owner, qualname), (distribution, _module) = callee, caller

@@ -408,7 +408,7 @@ def _no_release_for_all(hypothetical: HypotheticalSet, name: str, declared: Requ
 
 @dataclass(frozen=True)
 class WhatIfFinding:
-    kind: str  # missing-module | missing-name | requirement
+    kind: str  # missing-module | missing-name | requirement | override | kernel
     message: str
     where: str  # the importing module and line, or the declaring package
     fix: str = ""
@@ -673,6 +673,175 @@ def _defined_in(history, module: str, name: str) -> str:
 def import_findings(versions: dict[str, str]) -> list[WhatIfFinding]:
     """What loading the set's GRPO trainer would fail on, read from the API histories."""
     return HistoryWalk(versions).run()
+
+
+# -- what the first training step would trip over: the trainer's class chain and its kernels ------------------------
+
+
+class TrainerChain(HistoryWalk):
+    """The GRPO trainer's class and its bases as the set's histories hold them, judged as the static check judges the
+    installed ones (grpo_compat.static_check.calls, builds), on the calls and kernels the histories' reader recorded
+    with that same analysis:
+
+    - ``override``: a method one distribution's class overrides (trl's ``GRPOTrainer._get_train_sampler``) that a
+      method of another distribution's class in the chain, not overridden itself, calls with arguments the override
+      does not take (transformers 4.52's ``get_train_dataloader`` hands ``self._get_train_sampler`` to
+      ``_get_dataloader``, which calls it with the dataset);
+    - ``kernel``: a name the trainer's distribution sets to None when an optional compiled kernel's import fails, and
+      calls untested on the trainer's path, where the kernel's import needs a module no distribution of the set
+      gives (Triton, which ships with PyTorch's CUDA builds only).
+    """
+
+    def judge(self) -> list[WhatIfFinding]:
+        distribution = trainer_in_use(self.versions)
+        if distribution is None or self._release(distribution) is None:
+            return []
+        return self.override_findings(distribution) + self.kernel_findings(distribution)
+
+    # -- the chain
+    def _class_at(self, module: str, name: str, depth: int = 0) -> tuple[str, str] | None:
+        """(distribution, qualname) of the class ``name`` is in ``module``: defined there, or imported (a lazy
+        ``__init__``'s TYPE_CHECKING import names the module that defines it)."""
+        owner = self.histories.distribution_of_module(module)
+        found = self._release(owner) if owner else None
+        if found is None or depth > 8:
+            return None
+        history, version = found
+        if history.bases(f"{module}.{name}", version) is not None:
+            return owner, f"{module}.{name}"
+        for record in history.imports(module, version):
+            if name in record.names:
+                return self._class_at(record.module, name, depth + 1)
+        return None
+
+    def _bases(self, cls: tuple[str, str]) -> list[tuple[str, str]]:
+        owner, qualname = cls
+        history, version = self._release(owner)
+        module = qualname.rpartition(".")[0]
+        found = []
+        for text in history.bases(qualname, version) or []:
+            prefix, _, name = text.rpartition(".")
+            base = self._class_at(prefix, name) if prefix else self._class_at(module, name)
+            if base is not None:
+                found.append(base)
+        return found
+
+    def chain(self, distribution: str) -> list[tuple[str, str]]:
+        from grpo_compat.static_check import SWIFT_TRAINER_3X, TRAINER_CLASSES
+        from grpo_compat.static_check.calls import linearise
+
+        module, name = TRAINER_CLASSES[distribution]
+        history, version = self._release(distribution)
+        if distribution == "ms-swift" and not history.has(module, None, version):
+            module, name = SWIFT_TRAINER_3X
+        head = self._class_at(module, name)
+        return [] if head is None else linearise(head, self._bases)
+
+    # -- overrides against how another distribution's class calls them
+    def override_findings(self, distribution: str) -> list[WhatIfFinding]:
+        order = self.chain(distribution)
+        methods = [self._release(owner)[0].methods(qualname, self._release(owner)[1]) for owner, qualname in order]
+        effective: dict[str, int] = {}
+        for index, own in enumerate(methods):
+            for name in own:
+                effective.setdefault(name, index)
+        findings = []
+        for index, (owner, qualname) in enumerate(order):
+            history, version = self._release(owner)
+            for caller, calls in history.self_calls(qualname, version).items():
+                if effective.get(caller) != index:
+                    continue  # overridden further down: this body never runs for the trainer
+                for call in calls:
+                    if call.via not in ("", "super") and order[effective.get(call.via, index)][0] != owner:
+                        continue  # the helper it hands the method to is another distribution's override
+                    if call.via == "super":
+                        callee = next((j for j in range(index + 1, len(order)) if call.callee in methods[j]), None)
+                    else:
+                        callee = effective.get(call.callee)
+                    if callee is None or order[callee][0] == owner:
+                        continue
+                    signature = methods[callee][call.callee]
+                    if not signature.parameters or signature.parameters[0].name != "self":
+                        continue  # a static or class method: the histories do not say how it binds
+                    why = signature.accepts(call.positional + 1, call.keywords)
+                    if why:
+                        findings.append(self._override(order, index, callee, call, signature, why))
+        return findings
+
+    def _override(self, order, caller_index: int, callee_index: int, call, signature, why: str) -> WhatIfFinding:
+        from grpo_compat.static_check.fixes import for_signature
+
+        (caller, caller_class), (callee, callee_class) = order[caller_index], order[callee_index]
+        caller_text, callee_text = f"{caller} {self.versions[caller]}", f"{callee} {self.versions[callee]}"
+        defined = f"{callee_class.rpartition('.')[2]}.{call.callee}"
+        keywords = f" and {', '.join(call.keywords)}" if call.keywords else ""
+        how = f"{call.positional} positional argument(s){keywords}"
+        where = f"{self._path(caller, caller_class.rpartition('.')[0])}:{call.line}"
+        handed = f", handing it to {call.via}()" if call.via not in ("", "super") else ""
+        message = (
+            f"{caller_text} calls {defined} with {how}{handed} ({where}), but {callee_text} defines "
+            f"{defined}{signature}: {why}"
+        )
+        fix = for_signature(
+            _Versions(self.versions),  # type: ignore[arg-type]
+            (callee, f"{callee_class}.{call.callee}"),
+            (caller, f"{caller_class}.{call.callee}"),
+            (call.positional, list(call.keywords)),
+        )
+        return WhatIfFinding("override", message, where, fix)
+
+    def _path(self, distribution: str, module: str) -> str:
+        """A module's file, as the installed check names it (``transformers/trainer.py``)."""
+        history, version = self._release(distribution)
+        package = any(m.startswith(module + ".") for m in history.modules(version))
+        return module.replace(".", "/") + ("/__init__.py" if package else ".py")
+
+    # -- optional compiled kernels
+    def kernel_findings(self, distribution: str) -> list[WhatIfFinding]:
+        from grpo_compat.static_check import TRAINER_CLASSES
+
+        history, version = self._release(distribution)
+        trainer_module = TRAINER_CLASSES[distribution][0]
+        findings = []
+        for kernel in history.kernels(version):
+            missing = self._missing(kernel)
+            use = next(((f, line) for f, line, callers in kernel.uses if trainer_module in callers), None)
+            if missing is None or use is None:
+                continue
+            path = self._path(distribution, kernel.module)
+            message = (
+                f"{distribution} {version} sets {kernel.name} = None when {kernel.source} cannot import ({path}:"
+                f"{kernel.line}; in this set it cannot: {missing} is not in the set), then calls it in {use[0]}() with "
+                f"no test of it ({path}:{use[1]}), which the GRPO trainer runs: the first training step fails on None"
+            )
+            findings.append(WhatIfFinding("kernel", message, f"{path}:{use[1]}", self._kernel_fix(distribution)))
+        return findings
+
+    def _missing(self, kernel) -> str | None:
+        """The first module the kernel's import needs that no distribution of the set gives (by its import name)."""
+        from grpo_compat.static_check.files import _KNOWN_DISTRIBUTIONS
+
+        for top in kernel.needs:
+            name = self.histories.distribution_of_module(top) or _KNOWN_DISTRIBUTIONS.get(top, top)
+            if canonicalize_name(name) not in self.versions:
+                return top
+        return None
+
+    def _kernel_fix(self, distribution: str) -> str:
+        """The first newer release of the trainer's distribution whose kernels this set does not trip over."""
+        history, version = self._release(distribution)
+        newer = [r for r in history.releases if Version(r) > Version(version) and r not in history.yanked]
+        for release in newer:
+            trial = TrainerChain({**self.versions, distribution: release})
+            if not trial.kernel_findings(distribution):
+                return f"pip install '{distribution}>={release}'"
+        return f"install a {distribution} release that does not need the kernel, or the kernel's package"
+
+
+def training_findings(versions: dict[str, str]) -> list[WhatIfFinding]:
+    """What the set's GRPO trainer would fail on at its first training step, read from the API histories: an
+    override another distribution calls with arguments it does not take, a kernel the set cannot import."""
+    return TrainerChain(versions).judge()
 
 
 def requirement_findings(hypothetical: HypotheticalSet) -> list[WhatIfFinding]:

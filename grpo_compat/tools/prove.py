@@ -88,7 +88,14 @@ def failures(probe: dict[str, Any], findings: list[dict[str, str]]) -> list[dict
 
 def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, str] | None:
     """The reading's override / keyword finding on what an error names: a qualified name (``Class.method``) or a
-    quoted name (an unexpected keyword), where exactly one finding names it."""
+    quoted name (an unexpected keyword), where exactly one finding names it; the reading's attribute finding on the
+    attribute an AttributeError names (the run names the model's concrete class, the reading its annotated base)."""
+    missing = re.search(r"has no attribute '(\w+)'", message)
+    if missing:
+        said = f"has no attribute '{missing.group(1)}'"
+        about = [f for f in findings if f["kind"] == "attribute" and f["message"].endswith(said)]
+        if len(about) == 1:
+            return about[0]
     qualified = re.findall(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\b", message)
     names = {*qualified, *re.findall(r"'([A-Za-z_]\w{3,})'", message)}
     about = [f for f in findings if f["kind"] in ("override", "keyword") and any(n in f["message"] for n in names)]
@@ -296,14 +303,18 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     """``check --with ... --prove``: the what-if's set built by uv in a throwaway env (this interpreter's set plus the
     requirements asked for; a lock's set alone) and the probe run there, its failures named with the what-if's
     findings. {stack, change, trains, probe | error, failures, moved, seconds}: prove_change's outcome."""
-    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use
+    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use, training_findings
 
     stack = trainer_in_use(hypothetical.versions) or "trl"
     change = [spec for spec in hypothetical.requested if _name(spec) != "grpo-compat"]  # grpo_compat: this source
     if progress:
         progress(f"building the set with uv and running the probe: import {stack}'s GRPO trainer, then one GRPO step")
     outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
-    findings = [finding.to_dict() for finding in import_findings(hypothetical.versions)]
+    from grpo_compat.static_check.objects import what_if_findings
+
+    found = import_findings(hypothetical.versions) or training_findings(hypothetical.versions)
+    findings = [finding.to_dict() for finding in found]
+    findings += what_if_findings(hypothetical.versions, hypothetical.installed)
     outcome["failures"] = failures(outcome["probe"], findings) if "probe" in outcome else []
     return {"stack": stack, "whole": hypothetical.whole, **outcome}
 

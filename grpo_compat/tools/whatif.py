@@ -36,16 +36,23 @@ def report(hypothetical: HypotheticalSet) -> dict:
     imports = reading.import_findings(versions)
     # which of them the installed set has too (the walk of the installed set only where there is something to tell)
     already = {f.message for f in reading.import_findings(hypothetical.installed)} if imports else set()
+    training = reading.training_findings(versions) if not imports else []  # a trainer that cannot load never steps
     requirements = reading.requirement_findings(hypothetical)
+    # what building the trainer reads on its arguments: the installed trainer's code, where the set keeps its release
+    from grpo_compat.static_check.objects import what_if_findings
+
+    build = what_if_findings(versions, hypothetical.installed) if not imports else []  # nothing built then
     stopping, entered = _known_failures(hypothetical)
     return {
-        "ok": not imports and not requirements and not stopping,
+        "ok": not imports and not build and not training and not requirements and not stopping,
         "trainer": f"{trainer} {versions[trainer]}" if trainer else None,
         "changed": {name: {"installed": old, "set": new} for name, (old, new) in sorted(hypothetical.changed.items())},
         "picked": hypothetical.picked,
         "not_judged": hypothetical.unread,
         "dependencies_not_judged": sorted(hypothetical.unjudged),
         "import": [{**f.to_dict(), "installed_too": f.message in already} for f in imports],
+        "build": build,
+        "training": [f.to_dict() for f in training],
         "requirements": [f.to_dict() for f in requirements],
         "known_import_failures": stopping,
         "known_failures": entered,
@@ -142,6 +149,17 @@ def format_report(result: dict, hypothetical: HypotheticalSet) -> str:
             lines.append(f"    fix: {failure['fix']}")
         if not result["import"] and not result["known_import_failures"]:
             lines.append("  nothing the histories record fails")
+        if result["build"]:
+            lines.append(f"Building {trainer.split()[0]}'s GRPO trainer (its installed code, {trainer}):")
+        for finding in result["build"]:
+            already = " (so with the installed set too)" if finding["installed_too"] else ""
+            lines.append(f"  error: {finding['message']} ({finding['where']}){already}")
+            lines.append(f"    fix: {finding['fix']}")
+        if result["training"]:
+            lines.append("Its first training step:")
+        for finding in result["training"]:
+            lines.append(f"  error: {finding['message']} ({finding['where']})")
+            lines.append(f"    fix: {finding['fix']}")
     if result["requirements"]:
         lines.append("Declared requirements the set breaks (pip refuses the set, or installs it with a conflict):")
         for finding in result["requirements"]:
@@ -171,6 +189,10 @@ def verdict(result: dict) -> str:
     reasons = []
     if imports:
         reasons.append(f"{result['trainer']}'s GRPO trainer would fail to import ({imports} finding(s))")
+    if result["build"]:
+        reasons.append(f"{result['trainer']}'s GRPO trainer could not be built ({len(result['build'])} finding(s))")
+    if result["training"]:
+        reasons.append(f"its first training step would fail ({len(result['training'])} finding(s))")
     if requirements:
         reasons.append(f"{requirements} declared requirement(s) broken")
     return "would not train: " + "; ".join(reasons)
