@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_compat.tools.prove import proposed_changes, requirement_options
+from grpo_compat.tools.prove import newest_release_as_of, proposed_changes, raiser_as_of, requirement_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +42,21 @@ def test_a_fix_in_words_proposes_nothing_to_run_and_pins_then_a_newer_trainer_ar
     assert proposed_changes([], findings, "trl>0.21.0") == [
         ["transformers<5.3.0"], ["trl>=0.27.0"], ["trl>0.21.0"], ["vllm"]
     ]  # fmt: skip
+    # the package that raised, as of the trainer's release: one package moved, before a newer trainer
+    assert proposed_changes([], [], "ms-swift>3.2.2", "pyarrow==19.0.1") == [["pyarrow==19.0.1"], ["ms-swift>3.2.2"]]
+
+
+def test_the_package_that_raised_is_taken_at_its_newest_release_from_before_the_trainer_release():
+    # pyarrow's releases and first uploads as PyPI lists them; ms-swift 3.2.2 was uploaded on 2025-03-03
+    dates = {"18.1.0": "2024-11-26T10:00:00Z", "19.0.0": "2025-01-16T10:00:00Z", "19.0.1": "2025-02-17T10:00:00Z",
+             "20.0.0": "2025-04-27T10:00:00Z", "26.0.1": "2026-09-30T10:00:00Z"}  # fmt: skip
+    assert newest_release_as_of(dates, "2025-03-03T08:00:00Z", below="26.0.1") == "19.0.1"
+    assert newest_release_as_of(dates, "2025-03-03T08:00:00Z", below="19.0.0") == "18.1.0"  # older than installed
+    assert newest_release_as_of(dates, "2024-01-01T00:00:00Z", below="26.0.1") is None
+    # nothing to move: the trainer's own error, a missing module (its own finding), an error with no place
+    assert raiser_as_of({"error": {"type": "TypeError", "message": "", "where": "trl.trainer.utils:10"}}, "trl") is None
+    assert raiser_as_of({"error": {"type": "ModuleNotFoundError", "message": "", "where": "yaml:1"}}, "trl") is None
+    assert raiser_as_of({"error": {"type": "ValueError", "message": "", "where": ""}}, "trl") is None
 
 
 def test_plain_doctor_says_its_answer_is_a_reading():

@@ -103,11 +103,16 @@ def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, st
 
 
 def proposed_changes(
-    failed: list[dict[str, Any]], findings: list[dict[str, str]], newer_stack: str | None = None
+    failed: list[dict[str, Any]],
+    findings: list[dict[str, str]],
+    newer_stack: str | None = None,
+    raiser_as_of_stack: str | None = None,
 ) -> list[list[str]]:
     """Changes to try, best first: the version pins of the reading's fixes (those of the findings that caused what
-    the run met first, in its order), then ``newer_stack`` (a newer release of the trainer's own package, where
-    uv's resolution with the rest of the set allows one), then the packages the fixes install."""
+    the run met first, in its order), then ``raiser_as_of_stack`` (the package that raised the run's error, at a
+    release from when the installed trainer release came out: one package moved, where the reading had no cause),
+    then ``newer_stack`` (a newer release of the trainer's own package, where uv's resolution with the rest of the
+    set allows one), then the packages the fixes install."""
     ordered = [item["finding"] for item in failed if item.get("finding")] + findings
     changes: list[list[str]] = []
     for finding in ordered:
@@ -115,7 +120,68 @@ def proposed_changes(
             if change not in changes:
                 changes.append(change)
     pins = [change for change in changes if any(re.search(r"[<>=!~]", spec) for spec in change)]
-    return pins + ([[newer_stack]] if newer_stack else []) + [change for change in changes if change not in pins]
+    moves = [[spec] for spec in (raiser_as_of_stack, newer_stack) if spec]
+    return pins + moves + [change for change in changes if change not in pins]
+
+
+PYPI_JSON = "https://pypi.org/pypi/{name}/json"
+
+
+def _upload_dates(name: str) -> dict[str, str]:
+    """Each final, not yanked release of ``name`` on PyPI and its first upload (ISO 8601); {} when PyPI is out of
+    reach (the change is then simply not proposed)."""
+    import urllib.request
+
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        with urllib.request.urlopen(PYPI_JSON.format(name=name), timeout=30) as response:
+            releases = json.load(response).get("releases", {})
+    except (OSError, ValueError):
+        return {}
+    dates = {}
+    for version, files in releases.items():
+        try:
+            final = not Version(version).is_prerelease
+        except InvalidVersion:
+            continue
+        uploads = [f["upload_time_iso_8601"] for f in files if not f.get("yanked") and f.get("upload_time_iso_8601")]
+        if final and uploads:
+            dates[version] = min(uploads)
+    return dates
+
+
+def raiser_as_of(probe: dict[str, Any], stack: str) -> str | None:
+    """The package whose own code raised the run's error, pinned to its newest release from no later than the
+    installed trainer release (``pyarrow==19.0.1``): a release that trainer release could have run with. A package
+    that checks its dependencies only when it loads goes past a bound the trainer set (ms-swift 3.2.2 requires
+    numpy<2; pyarrow 26, released after it, requires NumPy 2 at import and does not declare it). None when the error
+    is the trainer's own, torch's, a missing module's, or its package or dates cannot be told."""
+    import importlib.metadata
+
+    from grpo_compat.core.versions import installed_version
+
+    error = probe.get("error") or {}
+    module = (error.get("where") or "").rpartition(":")[0] or (error.get("where") or "")
+    providers = importlib.metadata.packages_distributions().get(module.split(".")[0], []) if module else []
+    if error.get("type") in (None, "ModuleNotFoundError") or len(set(map(_name, providers))) != 1:
+        return None
+    raiser = _name(providers[0])
+    stack_version, raiser_version = installed_version(stack), installed_version(raiser)
+    if raiser in (_name(stack), "torch") or not stack_version or not raiser_version:
+        return None
+    released = _upload_dates(stack).get(stack_version)
+    older = newest_release_as_of(_upload_dates(raiser), released, raiser_version) if released else None
+    return f"{raiser}=={older}" if older else None
+
+
+def newest_release_as_of(dates: dict[str, str], moment: str, below: str) -> str | None:
+    """The newest release uploaded no later than ``moment`` and older than ``below``: ``dates`` maps each release
+    to its first upload (ISO 8601, so that text order is time order)."""
+    from packaging.version import Version
+
+    older = [v for v, date in dates.items() if date <= moment and Version(v) < Version(below)]
+    return max(older, key=Version) if older else None
 
 
 def requirement_options(fix: str) -> list[list[str]]:
@@ -369,7 +435,7 @@ def prove(
     tried: list[dict[str, Any]] = []
     if not passes(probe):
         newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
-        queue = proposed_changes(failed, findings, newer)
+        queue = proposed_changes(failed, findings, newer, raiser_as_of(probe, stack))
         while queue and len(tried) < fixes:
             change = queue.pop(0)
             if progress:
