@@ -298,7 +298,7 @@ def test_transformers_4_52_hands_trl_0_16_1s_get_train_sampler_the_dataset_it_do
     assert message.startswith("transformers 4.52.4 calls GRPOTrainer._get_train_sampler with 1 positional argument")
     assert "handing it to _get_dataloader()" in message
     assert "trl 0.16.1 defines GRPOTrainer._get_train_sampler(self): takes 1 positional argument but 2" in message
-    assert found[0].where.startswith("transformers/trainer.py:")
+    assert found[0].where == "transformers/trainer.py, Trainer.get_train_dataloader()"
     # the root cause's two ways out: a trl whose override takes the dataset, a transformers that does not pass it
     assert "'trl>=0.18.0'" in found[0].fix and "transformers<4.52" in found[0].fix
     # transformers 4.51 calls it with no argument; trl 0.18 takes the dataset

@@ -12,7 +12,7 @@ stored as spans of consecutive releases, ``[first, last]`` as indices into ``rel
     "fields":     {qualname: [[i, j, {field: default source}], ...]}
     "requires":   [[i, j, [Requires-Dist line, ...]], ...]
     "attributes": {qualname: {attribute: [[i, j], ...]}}  what a class's methods assign on self
-    "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], line, via], ...]], ...]}}
+    "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], via], ...]], ...]}}
     "kernels":    {module: {name: [[i, j, {"from", "line", "imported", "needs", "uses"}], ...]}}
 
 (the reader's module docstring says what each fact means).
@@ -166,7 +166,6 @@ class SelfCall:
     callee: str
     positional: int  # not counting self
     keywords: tuple[str, ...]
-    line: int
     via: str
 
 
@@ -330,7 +329,7 @@ class ApiHistory:
         for method in self._data.get("calls", {}).get(qualname, {}):
             made = self._valued_in(self._data["calls"][qualname], method, version)
             if made:
-                found[method] = [SelfCall(c, p, tuple(k), line, via) for c, p, k, line, via in made]
+                found[method] = [SelfCall(c, p, tuple(k), via) for c, p, k, via in made]
         return found
 
     def kernels(self, version: str) -> list[Kernel]:

@@ -765,10 +765,10 @@ class TrainerChain(HistoryWalk):
                         continue  # a static or class method: the histories do not say how it binds
                     why = signature.accepts(call.positional + 1, call.keywords)
                     if why:
-                        findings.append(self._override(order, index, callee, call, signature, why))
+                        findings.append(self._override(order, index, callee, caller, call, signature, why))
         return findings
 
-    def _override(self, order, caller_index: int, callee_index: int, call, signature, why: str) -> WhatIfFinding:
+    def _override(self, order, caller_index: int, callee_index: int, method: str, call, signature, why: str):
         from grpo_compat.static_check.fixes import for_signature
 
         (caller, caller_class), (callee, callee_class) = order[caller_index], order[callee_index]
@@ -776,7 +776,8 @@ class TrainerChain(HistoryWalk):
         defined = f"{callee_class.rpartition('.')[2]}.{call.callee}"
         keywords = f" and {', '.join(call.keywords)}" if call.keywords else ""
         how = f"{call.positional} positional argument(s){keywords}"
-        where = f"{self._path(caller, caller_class.rpartition('.')[0])}:{call.line}"
+        # the histories keep no line numbers of calls: the method that makes the call says where
+        where = f"{self._path(caller, caller_class.rpartition('.')[0])}, {caller_class.rpartition('.')[2]}.{method}()"
         handed = f", handing it to {call.via}()" if call.via not in ("", "super") else ""
         message = (
             f"{caller_text} calls {defined} with {how}{handed} ({where}), but {callee_text} defines "
