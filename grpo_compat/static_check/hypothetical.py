@@ -456,6 +456,8 @@ class SetModules:
         self.versions = versions  # distribution -> version
         self.more = more - set(versions)  # distributions the set gains at a version not known (no history)
         self.here = here  # the set is this interpreter's, changed: what it imports now (no distribution) counts
+        self._provided: set[str] | None = None  # every module the known distributions provide (read once)
+        self._unknown = False  # a distribution of the set provides modules nobody wrote down
 
     @classmethod
     def of(cls, hypothetical: HypotheticalSet) -> SetModules | None:
@@ -492,16 +494,15 @@ class SetModules:
 
         if module in sys.stdlib_module_names or module in sys.builtin_module_names or module in REMOVED_FROM_STDLIB:
             return True
-        unknown = False
-        for distribution, version in [*self.versions.items(), *((name, None) for name in self.more)]:
-            modules = self._modules(distribution, version)
-            if modules is None:
-                unknown = True
-            elif module in modules:
-                return True
-        if self.here and _found_here(module):
+        if self._provided is None:
+            self._provided = set()
+            for distribution, version in [*self.versions.items(), *((name, None) for name in self.more)]:
+                modules = self._modules(distribution, version)
+                self._unknown |= modules is None
+                self._provided |= modules or set()
+        if module in self._provided or (self.here and _found_here(module)):
             return True
-        return None if unknown else False
+        return None if self._unknown else False
 
 
 def _found_here(module: str) -> bool:
