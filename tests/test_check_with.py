@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -222,6 +223,49 @@ def test_a_uv_lock_is_the_whole_set(tmp_path):
     assert found.versions["trl"] == "0.29.1" and found.versions["requests"] == "2.32.3"
     assert "my-job" not in found.versions and "tokenizers" not in found.versions  # the lock is all there is
     assert hypothetical.import_findings(found.versions) == []  # requests is in the lock
+
+
+# A whole set as uv resolved it (ms-swift 3.10.3 with trl 0.15.2, torch 2.13 CPU: 134 distributions), written as a
+# uv lock by `python -m matrix.prove_sets --what-if`; ms-swift 3.10.3 imports msgspec, which it does not declare.
+SWIFT_LOCK = Path(__file__).parent / "fixtures" / "locks" / "ms-swift3.10.3-trl0.15.2.lock"
+
+
+def with_package(lock: Path, name: str, version: str, source: str = '{ registry = "https://pypi.org/simple" }') -> Path:
+    """A copy of SWIFT_LOCK with one more package, at ``lock``."""
+    lock.write_text(
+        SWIFT_LOCK.read_text() + f'\n[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {source}\n'
+    )
+    return lock
+
+
+def msgspec_findings(lock: Path) -> list[hypothetical.WhatIfFinding]:
+    found = what_if(requirements=str(lock))
+    findings = hypothetical.import_findings(found.versions, hypothetical.SetModules.of(found))
+    return [f for f in findings if "msgspec" in f.message]
+
+
+def test_a_module_no_distribution_of_a_whole_set_provides_is_a_finding_with_its_distribution_to_install():
+    (finding,) = msgspec_findings(SWIFT_LOCK)
+    assert finding.kind == "missing-module" and finding.fix == "pip install msgspec"
+    assert "ms-swift 3.10.3 imports msgspec when its GRPO trainer loads, and no distribution of the set" in (
+        finding.message
+    )
+    assert "(ms-swift 3.10.3 does not declare it)" in finding.message
+    # the same set handed in as a part (an installed set given by the caller): what else it holds is not known
+    found = what_if(requirements=str(SWIFT_LOCK))
+    assert not [f for f in hypothetical.import_findings(found.versions) if "msgspec" in f.message]
+
+
+def test_a_set_with_the_distribution_that_provides_the_module_reads_clean_of_it(tmp_path):
+    assert msgspec_findings(with_package(tmp_path / "uv.lock", "msgspec", "0.19.0")) == []
+
+
+def test_a_distribution_nobody_read_might_provide_the_module_so_the_reading_is_silent(tmp_path):
+    assert msgspec_findings(with_package(tmp_path / "uv.lock", "our-private-tools", "1.0")) == []
+    # a checkout in the lock: what it makes importable is not written down
+    lock = with_package(tmp_path / "uv.lock", "my-job", "0.1.0", '{ editable = "." }')
+    assert msgspec_findings(lock) == []
+    assert "my-job (a checkout, no release to read: not judged)" in what_if(requirements=str(lock)).unread
 
 
 # -- the command ----------------------------------------------------------------------------------------------------

@@ -142,6 +142,20 @@ def test_a_change_that_gets_further_is_tried_again_with_the_readings_fix_of_what
     assert _with_remaining_fixes(["trl>=0.17.0"], {"missing": [], "error": None}, findings) == []
 
 
+def test_the_next_try_keeps_what_the_change_that_got_furthest_fixed_where_it_names_other_packages():
+    from grpo_compat.tools.prove import on_top_of, progress_of
+
+    # ms-swift 3.10.3 with trl 0.15.2: the import fails; trl>=0.17.0,<0.25 and msgspec get it to the step
+    assert progress_of({"phase": "step"}) > progress_of({"phase": "import"}) > progress_of({})
+    passed_the_import = ["trl>=0.17.0,<0.25", "msgspec"]
+    assert on_top_of(["peft<0.18"], passed_the_import, "ms-swift") == ["peft<0.18", "trl>=0.17.0,<0.25", "msgspec"]
+    assert on_top_of(["trl==0.24.0"], passed_the_import, "ms-swift") == ["trl==0.24.0", "msgspec"]  # its trl wins
+    # a newer ms-swift: trl's upper bound came from ms-swift 3.10's declaration (ms-swift 4.5.3 wants trl>=0.26)
+    newer = on_top_of(["ms-swift>3.10.3"], passed_the_import, "ms-swift")
+    assert newer == ["ms-swift>3.10.3", "trl>=0.17.0", "msgspec"]
+    assert on_top_of(["ms-swift>3.10.3"], [], "ms-swift") == ["ms-swift>3.10.3"]
+
+
 def test_the_env_cache_key_is_the_resolved_pins_alone_not_the_scratch_folder_uv_names():
     from grpo_compat.tools.prove import pins_only
 

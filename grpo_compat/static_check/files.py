@@ -166,24 +166,9 @@ def _listing(folder: str) -> list[str]:
 
 
 def _top_levels(info: str) -> set[str]:
-    try:
-        with open(os.path.join(info, "top_level.txt"), encoding="utf-8") as handle:
-            return {line.strip() for line in handle if line.strip()}
-    except OSError:
-        pass
-    tops = set()
-    try:
-        with open(os.path.join(info, "RECORD"), encoding="utf-8") as handle:
-            for line in handle:
-                path = line.split(",", 1)[0]
-                top = path.split("/", 1)[0]
-                if "/" in path and not top.endswith((".dist-info", ".data")) and top != "..":
-                    tops.add(top)
-                elif path.endswith(".py") and "/" not in path:
-                    tops.add(path[:-3])
-    except OSError:
-        pass
-    return tops
+    from grpo_compat.histories.providers import top_level_of_metadata
+
+    return top_level_of_metadata(info) or set()
 
 
 # -- one module's source ------------------------------------------------------------------------------------------

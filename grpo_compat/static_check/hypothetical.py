@@ -61,6 +61,10 @@ class HypotheticalSet:
     unjudged: set[str] = field(default_factory=set)  # dependencies an install adds or moves that have no history
     requested: list[str] = field(default_factory=list)  # the requirements asked for (the file's, then --with's)
     whole: bool = False  # the requirements are the whole set (a lock), not a change of the installed one
+    # versions and unjudged name every distribution the set has (a lock without checkouts, or this interpreter's
+    # installed set changed by the pins): what no distribution of it provides cannot be imported
+    complete: bool = False
+    installed_here: bool = False  # installed is this interpreter's set, read from its metadata
     _moves: dict = field(default_factory=dict)  # name -> (why it moved, the requirement, installed version)
 
     def install_pins(self) -> list[str]:
@@ -114,11 +118,11 @@ def read_requirements_file(path: Path) -> tuple[list[Requirement], list[str]]:
     except (OSError, UnicodeDecodeError) as error:
         raise UnusableInput(f"--requirements {path}: cannot read it ({error})") from None
     if is_lock_file(path):
-        return _read_uv_lock(path, text), []
+        return _read_uv_lock(path, text)
     return _read_requirement_lines(path, text, set())
 
 
-def _read_uv_lock(path: Path, text: str) -> list[Requirement]:
+def _read_uv_lock(path: Path, text: str) -> tuple[list[Requirement], list[str]]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -131,18 +135,21 @@ def _read_uv_lock(path: Path, text: str) -> list[Requirement]:
     if not isinstance(packages, list):
         raise UnusableInput(f"--requirements {path}: not a uv lock file (no [[package]] tables)")
     newest: dict[str, str] = {}
+    unread = []
     for package in packages:
         name, version = package.get("name"), package.get("version")
         source = package.get("source") or {}
+        if name and "editable" in source:
+            unread.append(f"{name} (a checkout, no release to read: not judged)")
         if not name or not version or "editable" in source or "virtual" in source:
-            continue  # the project itself, or a checkout: no release to read
+            continue  # the project itself (a virtual one installs nothing), or a checkout: no release to read
         key = canonicalize_name(name)
         try:  # a lock resolved for several platforms may hold two versions of one package: the newest is judged
             if key not in newest or Version(version) > Version(newest[key]):
                 newest[key] = version
         except InvalidVersion:
             continue
-    return [Requirement(f"{name}=={version}") for name, version in newest.items()]
+    return [Requirement(f"{name}=={version}") for name, version in newest.items()], unread
 
 
 def _read_requirement_lines(path: Path, text: str, seen: set[Path]) -> tuple[list[Requirement], list[str]]:
@@ -240,6 +247,7 @@ def hypothetical_set(
     requirements allow. A changed package's declared dependency that the set lacks or breaks, and that no pin names,
     moves as pip would move it: to the newest release the histories hold that every declaration in the set allows
     (a distribution without a history is named in ``unjudged``, and not judged)."""
+    installed_here = installed is None
     installed = dict(installed_set() if installed is None else installed)
     requirements = [parse_requirement(pin, "--with") for pin in pins]
     unread: list[str] = []
@@ -255,6 +263,9 @@ def hypothetical_set(
         if requirement.marker is None or requirement.marker.evaluate(environment):
             wanted[canonicalize_name(requirement.name)] = requirement
     hypothetical = HypotheticalSet(dict(base), installed, unread=unread, whole=base is not installed)
+    # this interpreter's set is read whole from its metadata; a set handed in (``installed=``) may be a part
+    hypothetical.installed_here = installed_here
+    hypothetical.complete = (hypothetical.whole or installed_here) and not unread
     hypothetical.pinned = set(wanted)
     hypothetical.requested = [_without_marker(requirement) for requirement in wanted.values()]
     for name, requirement in wanted.items():
@@ -427,6 +438,83 @@ class _Versions:
         return self.versions.get(canonicalize_name(distribution))
 
 
+# Modules of Python's own library that a supported Python (3.10 on) has and a newer one removed (PEP 594, PEP 632,
+# Python 3.12's removals): the set's Python may be older than this one's, whose sys.stdlib_module_names lacks them.
+REMOVED_FROM_STDLIB = frozenset(
+    "aifc asynchat asyncore audioop cgi cgitb chunk crypt distutils imghdr imp mailcap msilib nis nntplib "
+    "ossaudiodev pipes smtpd sndhdr spwd sunau telnetlib uu xdrlib lib2to3".split()
+)
+
+
+class SetModules:
+    """Which top-level modules a whole set provides: Python's own library, and each distribution's modules (its
+    installed ``RECORD`` where this interpreter has that release, else the generated table of
+    grpo_compat.histories.providers). ``provides`` answers None (not judged) where a distribution of the set is in
+    neither: it might provide any module."""
+
+    def __init__(self, versions: dict[str, str], more: set[str], here: bool) -> None:
+        self.versions = versions  # distribution -> version
+        self.more = more - set(versions)  # distributions the set gains at a version not known (no history)
+        self.here = here  # the set is this interpreter's, changed: what it imports now (no distribution) counts
+        self._provided: set[str] | None = None  # every module the known distributions provide (read once)
+        self._unknown = False  # a distribution of the set provides modules nobody wrote down
+
+    @classmethod
+    def of(cls, hypothetical: HypotheticalSet) -> SetModules | None:
+        """A complete set's modules; None for a part of a set (nothing can be said to be missing from it). A set one
+        of whose distributions declares a dependency it lacks is a part too: a lock written by hand, not resolved."""
+        if not hypothetical.complete:
+            return None
+        return cls.closed(hypothetical.versions, set(hypothetical.unjudged), here=not hypothetical.whole)
+
+    @classmethod
+    def installed(cls, hypothetical: HypotheticalSet) -> SetModules | None:
+        """The modules of the installed set the what-if changes, where it is this interpreter's."""
+        return cls.closed(hypothetical.installed, set(), here=True) if hypothetical.installed_here else None
+
+    @classmethod
+    def closed(cls, versions: dict[str, str], more: set[str], here: bool) -> SetModules | None:
+        """The set's modules where every dependency its distributions declare is in it, else None."""
+        names = set(versions) | more
+        for name, version in versions.items():
+            if any(canonicalize_name(declared.name) not in names for declared in _declared(name, version)):
+                return None
+        return cls(versions, more, here)
+
+    def _modules(self, distribution: str, version: str | None) -> frozenset[str] | None:
+        from grpo_compat.histories.providers import known, top_level_of_metadata
+
+        folder = _METADATA_FOLDERS.get((distribution, version)) if version else None
+        modules = top_level_of_metadata(folder) if folder else None
+        return frozenset(modules) if modules else known().get(distribution)
+
+    def provides(self, module: str) -> bool | None:
+        """Whether a top-level module is importable in the set: True, False, or None where it cannot be told."""
+        import sys
+
+        if module in sys.stdlib_module_names or module in sys.builtin_module_names or module in REMOVED_FROM_STDLIB:
+            return True
+        if self._provided is None:
+            self._provided = set()
+            for distribution, version in [*self.versions.items(), *((name, None) for name in self.more)]:
+                modules = self._modules(distribution, version)
+                self._unknown |= modules is None
+                self._provided |= modules or set()
+        if module in self._provided or (self.here and _found_here(module)):
+            return True
+        return None if self._unknown else False
+
+
+def _found_here(module: str) -> bool:
+    """Whether this interpreter finds a top-level module (a checkout on sys.path, an editable install's finder)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return True  # a finder that fails to answer: not judged
+
+
 def trainer_in_use(versions: dict[str, str]) -> str | None:
     """Whose GRPO trainer loads: ms-swift's where the set has it (trl is then its dependency), else trl's."""
     return "ms-swift" if "ms-swift" in versions else "trl" if "trl" in versions else None
@@ -435,7 +523,7 @@ def trainer_in_use(versions: dict[str, str]) -> str | None:
 class HistoryWalk:
     """The static check's import walk (grpo_compat.static_check.imports) over the API histories of a set."""
 
-    def __init__(self, versions: dict[str, str]) -> None:
+    def __init__(self, versions: dict[str, str], modules: SetModules | None = None) -> None:
         from grpo_compat import histories
         from grpo_compat.core.versions import OTHER_BUILDS
 
@@ -449,6 +537,7 @@ class HistoryWalk:
             if distribution not in versions and build is not None:
                 self.versions[distribution] = versions[build]
                 self.other_builds.add(distribution)
+        self.modules = modules  # which modules the set provides, where it is a whole set
         self.findings: list[WhatIfFinding] = []
         self.walked: set[str] = set()
         self._current: str | None = None  # the module whose imports are being judged
@@ -513,10 +602,11 @@ class HistoryWalk:
     def _other(self, importer: str, record, importing: str) -> None:
         """``from M import a`` / ``import M`` into another distribution: M and each name must be in its release."""
         owner = self.histories.distribution_of_module(record.module)
-        if owner is None:
-            return  # torch, numpy, the standard library ...: no history to judge by
         where = f"{importer}, line {record.line}"
         importer_text = f"{importing} {self.versions[importing]}"
+        if owner is None:  # torch, numpy, the standard library ...: no history, but the set may lack it altogether
+            self._unprovided(record.module.split(".")[0], importer_text, importing, where)
+            return
         if owner not in self.versions:
             self.findings.append(
                 WhatIfFinding(
@@ -561,6 +651,25 @@ class HistoryWalk:
                     self._fix(importing, importer, owner, record.module, name),
                 )
             )
+
+    def _unprovided(self, top: str, importer_text: str, importing: str, where: str) -> None:
+        """A module with no history, imported without a guard: a finding where no distribution of a whole set
+        provides it (ms-swift 3.10's ``msgspec``, which it does not declare)."""
+        if self.modules is None or self.modules.provides(top) is not False:
+            return
+        from grpo_compat.histories.providers import distributions_providing
+
+        providing = distributions_providing(top)
+        declares = _declares(importing, self.versions[importing], providing[0]) if len(providing) == 1 else ""
+        self.findings.append(
+            WhatIfFinding(
+                "missing-module",
+                f"{importer_text} imports {top} when its GRPO trainer loads, and no distribution of the set provides "
+                f"it{f' ({importer_text} {declares})' if declares else ''}: No module named '{top}'",
+                where,
+                f"pip install {providing[0]}" if len(providing) == 1 else "",
+            )
+        )
 
     @staticmethod
     def _open_parent(history, module: str, version: str) -> bool:
@@ -670,9 +779,10 @@ def _defined_in(history, module: str, name: str) -> str:
     return f"it is in {moved[-1]} there" if moved else f"no {history.distribution} release has it"
 
 
-def import_findings(versions: dict[str, str]) -> list[WhatIfFinding]:
-    """What loading the set's GRPO trainer would fail on, read from the API histories."""
-    return HistoryWalk(versions).run()
+def import_findings(versions: dict[str, str], modules: SetModules | None = None) -> list[WhatIfFinding]:
+    """What loading the set's GRPO trainer would fail on, read from the API histories (and, given which modules the
+    whole set provides, the modules without a history that it lacks)."""
+    return HistoryWalk(versions, modules).run()
 
 
 # -- what the first training step would trip over: the trainer's class chain and its kernels ------------------------

@@ -185,8 +185,10 @@ SWIFT_PROBE_SETTINGS: dict[str, Any] = dict(
     rlhf_type="grpo", model_type="qwen2", template="qwen2_5", torch_dtype="float32", check_model=False,
     split_dataset_ratio=0, add_version=False, max_steps=1, per_device_train_batch_size=4, num_generations=4,
     gradient_accumulation_steps=1, max_completion_length=8, logging_steps=1, save_strategy="no", report_to="none",
-    dataloader_num_workers=0, dataset_num_proc=1, eval_strategy="no",
+    dataloader_num_workers=0, dataloader_persistent_workers=False, dataset_num_proc=1, eval_strategy="no",
 )  # fmt: skip
+# dataloader_persistent_workers: persistent workers need workers; ms-swift 4.5.3 defaults it to True and, unlike 4.6,
+# does not turn it off without them (torch: "persistent_workers option needs num_workers > 0")
 # Left at ms-swift's defaults (no generation server, no DeepSpeed: a command line cannot say None) or the probe's own.
 SWIFT_NOT_CARRIED = ("model", "dataset", "val_dataset", "reward_funcs", "external_plugins", "use_vllm", "vllm_mode",
                      "deepspeed", *NOT_CARRIED)  # fmt: skip

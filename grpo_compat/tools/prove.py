@@ -369,7 +369,7 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     """``check --with ... --prove``: the what-if's set built by uv in a throwaway env (this interpreter's set plus the
     requirements asked for; a lock's set alone) and the probe run there, its failures named with the what-if's
     findings. {stack, change, trains, probe | error, failures, moved, seconds}: prove_change's outcome."""
-    from grpo_compat.static_check.hypothetical import import_findings, trainer_in_use, training_findings
+    from grpo_compat.static_check.hypothetical import SetModules, import_findings, trainer_in_use, training_findings
 
     stack = trainer_in_use(hypothetical.versions) or "trl"
     change = [spec for spec in hypothetical.requested if _name(spec) != "grpo-compat"]  # grpo_compat: this source
@@ -378,7 +378,9 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
     from grpo_compat.static_check.objects import what_if_findings
 
-    found = import_findings(hypothetical.versions) or training_findings(hypothetical.versions)
+    found = import_findings(hypothetical.versions, SetModules.of(hypothetical)) or training_findings(
+        hypothetical.versions
+    )
     findings = [finding.to_dict() for finding in found]
     findings += what_if_findings(hypothetical.versions, hypothetical.installed)
     outcome["failures"] = failures(outcome["probe"], findings) if "probe" in outcome else []
@@ -401,6 +403,37 @@ def format_hypothetical_proof(outcome: dict[str, Any]) -> str:
 def passes(probe: dict[str, Any]) -> bool:
     """The run's success: the stack's GRPO trainer (trl's, or ms-swift's through its pipeline) trained its step."""
     return bool(probe.get("trains"))
+
+
+# How far a probe got, in the order it runs: the import, then the tiny model, the config, the trainer, the step.
+PHASES = ("import", "model", "config", "trainer", "step", "trained")
+
+
+def progress_of(probe: dict[str, Any]) -> int:
+    """How far a probe got (PHASES' index; -1 for a probe that did not run)."""
+    return PHASES.index(probe["phase"]) if probe.get("phase") in PHASES else -1
+
+
+def on_top_of(change: list[str], furthest: list[str], stack: str) -> list[str]:
+    """``change`` tried on top of the change that got furthest so far: its requirements on the packages ``change``
+    does not name are kept (ms-swift 3.10: msgspec and trl>=0.17.0,<0.25 pass the import and the step fails in
+    ms-swift's own code, on a machine without CUDA; the next try, a newer ms-swift, keeps them, where alone it meets
+    the import failures they fixed again). Where ``change`` moves the trainer's own package, the kept requirements
+    keep their lower bounds only: an upper bound came from what the old release allowed (ms-swift 3.10's trl<0.25;
+    ms-swift 4.5 wants trl>=0.26), and the new release's own declarations bound the resolution instead."""
+    named = {_name(spec) for spec in change}
+    moves_stack = _name(stack) in named
+    kept = [_lower_bounds(spec) if moves_stack else spec for spec in furthest if _name(spec) not in named]
+    return [*change, *kept]
+
+
+def _lower_bounds(spec: str) -> str:
+    """``trl>=0.17.0,<0.25`` -> ``trl>=0.17.0``; ``msgspec`` -> ``msgspec``."""
+    from packaging.requirements import Requirement
+
+    requirement = Requirement(spec)
+    lower = ",".join(str(s) for s in requirement.specifier if s.operator in (">=", ">", "!="))
+    return f"{requirement.name}{lower}"
 
 
 def _with_remaining_fixes(change: list[str], probe: dict[str, Any] | None, findings: list[dict[str, str]]) -> list[str]:
@@ -436,13 +469,18 @@ def prove(
     if not passes(probe):
         newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
         queue = proposed_changes(failed, findings, newer, raiser_as_of(probe, stack))
+        furthest: tuple[int, list[str]] = (progress_of(probe), [])  # the change that got furthest, and how far
         while queue and len(tried) < fixes:
-            change = queue.pop(0)
+            change = on_top_of(queue.pop(0), furthest[1], stack)
+            if any(change == t["change"] for t in tried):
+                continue
             if progress:
                 progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
             tried.append(prove_change(sys.executable, stack, change, settings or {}, progress))
             if tried[-1]["trains"]:
                 break
+            if progress_of(tried[-1].get("probe") or {}) > furthest[0]:
+                furthest = (progress_of(tried[-1]["probe"]), change)
             further = _with_remaining_fixes(change, tried[-1].get("probe"), findings)
             if further and further not in queue and all(further != t["change"] for t in tried):
                 queue.insert(0, further)

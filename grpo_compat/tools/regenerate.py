@@ -115,6 +115,16 @@ def histories_size_table() -> str:
             f"| {distribution} | {len(releases)} ({releases[0]} - {releases[-1]}) | {len(packed):,} | "
             f"{len(gzip.decompress(packed)):,} | {len(data['modules']):,} | {names:,} | {len(data['signatures']):,} |"
         )
+    from grpo_compat.histories import providers
+
+    packed = providers.PATH.read_bytes()  # which top-level modules each distribution provides (the what-if's)
+    table = json.loads(gzip.decompress(packed))["distributions"]
+    releases = sum(len(entry["releases"]) for entry in table.values())
+    total += len(packed)
+    lines.append(
+        f"| top-level modules of {len(table)} distributions | {releases} | {len(packed):,} | "
+        f"{len(gzip.decompress(packed)):,} | | | |"
+    )
     lines.append(f"| **all** | | **{total:,}** | | | | |")
     return "\n".join([*lines, "", SIZE_TABLE_END])
 

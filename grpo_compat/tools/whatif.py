@@ -33,9 +33,10 @@ def report(hypothetical: HypotheticalSet) -> dict:
 
     versions = hypothetical.versions
     trainer = reading.trainer_in_use(versions)
-    imports = reading.import_findings(versions)
+    imports = reading.import_findings(versions, reading.SetModules.of(hypothetical))
     # which of them the installed set has too (the walk of the installed set only where there is something to tell)
-    already = {f.message for f in reading.import_findings(hypothetical.installed)} if imports else set()
+    installed = reading.SetModules.installed(hypothetical) if imports else None
+    already = {f.message for f in reading.import_findings(hypothetical.installed, installed)} if imports else set()
     training = reading.training_findings(versions) if not imports else []  # a trainer that cannot load never steps
     requirements = reading.requirement_findings(hypothetical)
     # what building the trainer reads on its arguments: the installed trainer's code, where the set keeps its release
