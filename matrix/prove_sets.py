@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,14 +35,24 @@ SETS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "prove_sets.
 ALWAYS = ["torch==2.13.0+cpu", "datasets", "packaging", "PyYAML"]
 
 
-def cli(python: Path, *arguments: str, timeout: float = 3600) -> tuple[subprocess.CompletedProcess, float]:
+def cli(python: Path, *arguments: str, timeout: float = 3600, env: dict | None = None
+        ) -> tuple[subprocess.CompletedProcess, float]:  # fmt: skip
     started = time.monotonic()
     done = subprocess.run([str(python), "-m", "grpo_compat", *arguments], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+                          timeout=timeout, env=env)  # fmt: skip
     return done, round(time.monotonic() - started, 2)
 
 
-def measure(entry: dict) -> dict:
+def cold_doctor(python: Path) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Plain doctor with no grpo_compat cache (a fresh user cache folder): (its run, wall s, CPU s)."""
+    with tempfile.TemporaryDirectory() as cache:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done, wall = cli(python, "doctor", "--json", env={**os.environ, "XDG_CACHE_HOME": cache})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return done, wall, round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)
+
+
+def measure(entry: dict, reading_only: bool = False) -> dict:
     record: dict = {"name": entry["name"], "pins": entry["pins"]}
     started = time.monotonic()
     try:
@@ -50,12 +63,14 @@ def measure(entry: dict) -> dict:
     record["build_s"] = round(time.monotonic() - started, 1)
     names = ("trl", "transformers", "ms-swift", "torch", "peft", "accelerate")
     record["versions"] = {name: resolved.get(name) for name in names}
-    doctor, record["doctor_s"] = cli(python, "doctor", "--json")
+    doctor, record["doctor_s"], record["doctor_cpu_s"] = cold_doctor(python)
     diagnosis = json.loads(doctor.stdout) if doctor.stdout.strip().startswith("{") else {}
     record["doctor_exit"] = doctor.returncode
     findings = diagnosis.get("static_check", [])
     record["doctor_findings"] = [f"{f['kind']}: {f['message']} -> {f['fix']}" for f in findings]
     record["doctor_errors"] = [p["message"] for p in diagnosis.get("problems", []) if p["severity"] == "error"]
+    if reading_only:
+        return record
     proved, record["prove_s"] = cli(python, "doctor", "--prove", "--json")
     proof = json.loads(proved.stdout) if proved.stdout.strip().startswith("{") else {}
     record["prove_exit"] = proved.returncode
@@ -159,12 +174,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=".matrix/prove-sets.jsonl")
     parser.add_argument("--summary", action="store_true", help="summarise --output's records (the last of each set)")
     parser.add_argument("--what-if", action="store_true", help="the what-if on each set, against --output's runs")
+    parser.add_argument("--reading-only", action="store_true",
+                        help="plain doctor (cold) on each set, no run: the reading again (summarise with --runs)")
+    parser.add_argument("--runs", help="with --summary: the runs' verdicts and fixes from this file, the reading from "
+                        "--output's (a --reading-only measurement)")  # fmt: skip
     parser.add_argument("--what-if-output", default=".matrix/what-if-sets.jsonl")
     args = parser.parse_args(argv)
     if args.what_if:
         return main_what_if(args)
     if args.summary:
         records = [json.loads(line) for line in Path(args.output).read_text().splitlines()]
+        if args.runs:
+            runs = {r["name"]: r for r in map(json.loads, Path(args.runs).read_text().splitlines())}
+            records = [{**runs.get(r["name"], {}), **r} for r in records]
         latest, first = {r["name"]: r for r in records}, {r["name"]: r for r in reversed(records)}
         print(json.dumps(summary(list(latest.values()), list(first.values())), indent=1))
         return 0
@@ -174,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for entry in entries:
         print(f"{entry['name']}: {', '.join(entry['pins'])}", flush=True)
-        record = measure(entry)
+        record = measure(entry, args.reading_only)
         records.append(record)
         with output.open("a") as out:
             out.write(json.dumps(record) + "\n")
