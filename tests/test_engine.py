@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 
 import pytest
@@ -25,6 +26,21 @@ def test_patch_waits_for_a_module_imported_after_apply(upstream):
     assert module.double(3) == 7
     assert engine.report().status_of("test.add-one") is Status.APPLIED
     engine.revert()
+
+
+def test_patches_are_decided_before_the_code_of_the_first_target_package_runs(upstream):
+    """apply() before the package loads decides the statuses when it starts loading: its own code, importing and
+    calling a target, already meets the wrapper; the report apply() returned says what apply() decided."""
+    impl = upstream("impl", SOURCE)
+    upstream("__init__", "from .impl import double\n\nAT_IMPORT = double(3)\n")
+    engine = Engine([make_patch(impl, "double")])
+    report = engine.apply()
+    package = importlib.import_module(upstream.package)
+    assert package.AT_IMPORT == 7
+    assert report.status_of("test.add-one") is Status.PENDING
+    assert engine.report().status_of("test.add-one") is Status.APPLIED
+    engine.revert()
+    assert importlib.import_module(impl).double(3) == 6
 
 
 def test_patch_applies_to_a_module_imported_before_apply(upstream):
@@ -203,6 +219,37 @@ def test_import_and_apply_load_neither_torch_nor_upstream():
     )
     assert result.returncode == 0, result.stderr
     assert "HEAVY [] " in result.stdout
+
+
+def test_a_patch_whose_trl_module_is_imported_after_apply_is_applied_as_if_apply_came_after_the_import():
+    """apply() decides nothing until trl loads; then each patch ends as an apply() made after the import leaves it,
+    applied while trl loads (the report logged at the trainer's import counts it), and the report apply() returned
+    still says what apply() decided (pending: waiting for the import)."""
+    result = run_python(
+        """
+        import json, sys, grpo_compat
+        from grpo_compat.core.engine import Engine
+        returned = grpo_compat.apply()
+        assert "trl" not in sys.modules
+        import trl.trainer.grpo_trainer
+        print("IMPORTED", file=sys.stderr, flush=True)
+        deferred = grpo_compat.report()
+        after_import = Engine()
+        immediate = after_import.apply()
+        after_import.revert()
+        rows = {p.id: [returned.status_of(p.id), p.status, immediate.status_of(p.id)] for p in deferred.patches}
+        print(json.dumps(rows))
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    statuses = json.loads(result.stdout.splitlines()[-1])
+    assert all(deferred == immediate for _, deferred, immediate in statuses.values()), statuses
+    applied = {patch for patch, (_, deferred, _) in statuses.items() if deferred == "applied"}
+    assert "trl.grpo-trainer-check" in applied  # targets trl.trainer.grpo_trainer:GRPOTrainer.__init__
+    assert all(statuses[patch][0] == "pending" for patch in applied)
+    assert all(returned == deferred for returned, deferred, _ in statuses.values() if deferred != "applied")
+    while_importing = result.stderr.partition("IMPORTED")[0]
+    assert f"{len(applied)} patches active for trl" in while_importing, while_importing[-2000:]
 
 
 @pytest.mark.parametrize(("rank", "expected_reports"), [("0", 1), ("1", 0)])
