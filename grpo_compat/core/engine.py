@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
 from types import ModuleType
 
 from grpo_compat.core import import_hooks
@@ -27,6 +26,7 @@ from grpo_compat.core.versions import installed_versions, window_problem
 
 TYPE_CHECKING = False  # typing costs milliseconds of apply(): imported by type checkers only
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 DISABLE_ENV = "GRPO_COMPAT_DISABLE"

@@ -14,10 +14,13 @@ import _thread
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Callable, Iterable
 from types import ModuleType
 
-ModuleCallback = Callable[[ModuleType], None]
+TYPE_CHECKING = False  # collections.abc is not imported at start-up: it costs apply() half a millisecond
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    ModuleCallback = Callable[[ModuleType], None]
 
 
 class _CallbackLoader:
