@@ -10,7 +10,7 @@ import pytest
 
 from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
-from grpo_compat.core.registry import Patch, Target
+from grpo_compat.core.registry import Declaration, Patch, Target
 from grpo_compat.core.report import ONE_LINE_MARK, Status
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
 from tests.helpers import add_one, make_patch, run_python
@@ -41,6 +41,20 @@ def test_patches_are_decided_before_the_code_of_the_first_target_package_runs(up
     assert engine.report().status_of("test.add-one") is Status.APPLIED
     engine.revert()
     assert importlib.import_module(impl).double(3) == 6
+
+
+def test_a_failure_to_decide_while_upstream_loads_never_stops_the_import(upstream):
+    """A malformed window in the index (no patch module validated it) fails the decision made as the package starts
+    loading: the import goes on unpatched, and the report says why."""
+    impl = upstream("impl", SOURCE)
+    declared = Declaration("test.add-one", "nowhere", (), ("packaging>>20",), (f"{impl}:double",), "adds one")
+    engine = Engine([declared])
+    engine.apply()
+    assert importlib.import_module(impl).double(3) == 6
+    report = engine.report()
+    assert report.status_of("test.add-one") is Status.FAILED
+    assert "invalid version window" in report["test.add-one"].reason
+    engine.revert()
 
 
 def test_patch_applies_to_a_module_imported_before_apply(upstream):

@@ -116,7 +116,7 @@ class Engine:
             if strict:
                 _raise_on_strict_failures(self._states)
             return self.report()
-        self._hooks.watch_first_start(packages, self._decide)
+        self._hooks.watch_first_start(packages, self._decide_as_upstream_loads)
         self._report_when_decided = Report.made_later(True, self._decide)
         return self._report_when_decided
 
@@ -131,7 +131,7 @@ class Engine:
         """
         self._report_wanted = tuple(until_any_of)
         if self._undecided is not None:  # decided, with the patches, when the first upstream package loads
-            self._hooks.watch_first_start(self._packages_to_wait_for(), self._decide)
+            self._hooks.watch_first_start(self._packages_to_wait_for(), self._decide_as_upstream_loads)
         elif self._active:
             self._report_after = tuple(name for name in self._report_wanted if import_hooks.module_exists(name))
             self._watch_report_modules()
@@ -188,6 +188,19 @@ class Engine:
         modules = [m for p in patches if selection.reason_to_skip(p.id) is None for m in p.modules]
         return {name.partition(".")[0] for name in (*modules, *self._report_wanted)}
 
+    def _decide_as_upstream_loads(self) -> None:
+        """_decide, run by the import of upstream's first package: a failure leaves upstream unpatched, says why in
+        the report and a warning, and never stops the import."""
+        patches = self._undecided[0] if self._undecided is not None else []
+        try:
+            self._decide()
+        except Exception as error:  # noqa: BLE001 - the user's import of upstream goes on, as it would unpatched
+            self._hooks.clear()
+            reason = f"not decided: {type(error).__name__}: {error}"
+            self._states = [_PatchState(patch, Status.FAILED, reason) for patch in patches]
+            self._fill_report_of_apply()
+            log("warning", "grpo_compat could not decide which patches apply, none is applied (%s)", reason)
+
     def _decide(self) -> None:
         """What apply() decides, if it is still to be decided: each patch's status, a hook per target module of
         those pending (the innermost wrapper first), and the report's modules."""
@@ -203,6 +216,9 @@ class Engine:
             if state.status is Status.PENDING:
                 self._wait_for_targets(state)
         self._watch_report_modules()  # after the patches' hooks: a module's patches apply before its report
+        self._fill_report_of_apply()
+
+    def _fill_report_of_apply(self) -> None:
         if self._report_when_decided is not None:
             self._report_when_decided.fill(self.report())
             self._report_when_decided = None
