@@ -1,7 +1,9 @@
-"""What grpo_compat costs: import + apply() time, and patched vs plain GRPO smoke-run step time.
+"""What grpo_compat costs: import + apply() time, `grpo-compat run` start-up, and patched vs plain GRPO smoke-run
+step time.
 
-Runs are interleaved (A B A B ...) so that drift of this noisy machine hits both sides alike;
-medians are reported. Usage:
+Runs are interleaved (A B A B ...) so that drift of this noisy machine hits both sides alike; each start-up command
+is paired with a bare `python -c pass` of the same interpreter, and the median of the pairs' ratios is reported
+(wall, and cpu = user + system of the child). Usage:
 
     .venv/bin/python -m matrix.bench_overhead [--runs 15] [--smoke-runs 3] [--python PATH]
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -22,10 +25,32 @@ APPLY = "import grpo_compat; grpo_compat.apply()"
 NOTHING = "pass"
 
 
-def wall(command: list[str]) -> float:
+def timed(command: list[str]) -> tuple[float, float]:
+    """Wall and cpu (user + system) seconds of the command's process and those it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def paired_ratios(command: list[str], python: str, runs: int) -> dict:
+    """``command`` against ``python -c pass``, alternating: the median of the pairs' wall and cpu ratios."""
+    pairs = [(timed(command), timed([python, "-c", NOTHING])) for _ in range(runs)]
+    return {
+        "pairs": runs,
+        "median_wall_ratio": round(statistics.median(a[0] / b[0] for a, b in pairs), 3),
+        "median_cpu_ratio": round(statistics.median(a[1] / b[1] for a, b in pairs), 3),
+        "median_added_wall_ms": round(statistics.median(a[0] - b[0] for a, b in pairs) * 1000, 1),
+    }
+
+
+def run_command(python: str) -> list[str]:
+    """`grpo-compat run -- python -c pass`, through the env's entry point (what users type) where it has one."""
+    entry_point = Path(python).parent / "grpo-compat"
+    launcher = [str(entry_point)] if entry_point.exists() else [python, "-m", "grpo_compat"]
+    return [*launcher, "run", "--", python, "-c", NOTHING]
 
 
 def importtime_of_grpo_compat(python: str) -> float:
@@ -41,12 +66,9 @@ def heavy_modules_after_apply(python: str) -> list[str]:
 
 
 def bench_import(python: str, runs: int) -> dict:
-    pairs = [(wall([python, "-c", APPLY]), wall([python, "-c", NOTHING])) for _ in range(runs)]
-    added = statistics.median(a - b for a, b in pairs) * 1000
     importtimes = [importtime_of_grpo_compat(python) for _ in range(5)]
     return {
-        "runs": runs,
-        "median_added_wall_ms": round(added, 1),
+        **paired_ratios([python, "-c", APPLY], python, runs),
         "median_importtime_ms": round(statistics.median(importtimes), 1),
         "heavy_modules_imported": heavy_modules_after_apply(python),
     }
@@ -91,7 +113,7 @@ def bench_smoke(python: str, runs: int, steps: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=sys.executable, help="interpreter of the env to measure")
-    parser.add_argument("--runs", type=int, default=15, help="interleaved pairs for the import benchmark")
+    parser.add_argument("--runs", type=int, default=15, help="interleaved pairs for each start-up benchmark")
     parser.add_argument("--smoke-runs", type=int, default=3, help="interleaved plain/patched smoke runs")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--output", type=Path, default=REPO / ".matrix" / "bench_overhead.json")
@@ -99,6 +121,9 @@ def main() -> int:
     print(f"import + apply(), {args.runs} interleaved pairs ...", flush=True)
     result = {"import": bench_import(args.python, args.runs)}
     print(json.dumps(result["import"], indent=2), flush=True)
+    print(f"grpo-compat run -- python -c pass, {args.runs} interleaved pairs ...", flush=True)
+    result["run"] = paired_ratios(run_command(args.python), args.python, args.runs)
+    print(json.dumps(result["run"], indent=2), flush=True)
     if args.smoke_runs:
         print(f"GRPO smoke run, {args.smoke_runs} x {len(SMOKE_VARIANTS)} variants, {args.steps} steps ...", flush=True)
         result["smoke"] = bench_smoke(args.python, args.smoke_runs, args.steps)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 
 import pytest
 
 from grpo_compat.core.engine import Engine
 from grpo_compat.core.errors import PatchFailedError, UnknownPatchError
-from grpo_compat.core.registry import Patch, Target
+from grpo_compat.core.registry import Declaration, Patch, Target
 from grpo_compat.core.report import ONE_LINE_MARK, Status
 from tests.helpers import UPSTREAM_SOURCE as SOURCE
 from tests.helpers import add_one, make_patch, run_python
@@ -24,6 +25,35 @@ def test_patch_waits_for_a_module_imported_after_apply(upstream):
     module = importlib.import_module(module_name)
     assert module.double(3) == 7
     assert engine.report().status_of("test.add-one") is Status.APPLIED
+    engine.revert()
+
+
+def test_patches_are_decided_before_the_code_of_the_first_target_package_runs(upstream):
+    """apply() before the package loads decides the statuses when it starts loading: its own code, importing and
+    calling a target, already meets the wrapper; the report apply() returned says what apply() decided."""
+    impl = upstream("impl", SOURCE)
+    upstream("__init__", "from .impl import double\n\nAT_IMPORT = double(3)\n")
+    engine = Engine([make_patch(impl, "double")])
+    report = engine.apply()
+    package = importlib.import_module(upstream.package)
+    assert package.AT_IMPORT == 7
+    assert report.status_of("test.add-one") is Status.PENDING
+    assert engine.report().status_of("test.add-one") is Status.APPLIED
+    engine.revert()
+    assert importlib.import_module(impl).double(3) == 6
+
+
+def test_a_failure_to_decide_while_upstream_loads_never_stops_the_import(upstream):
+    """A malformed window in the index (no patch module validated it) fails the decision made as the package starts
+    loading: the import goes on unpatched, and the report says why."""
+    impl = upstream("impl", SOURCE)
+    declared = Declaration("test.add-one", "nowhere", (), ("packaging>>20",), (f"{impl}:double",), "adds one")
+    engine = Engine([declared])
+    engine.apply()
+    assert importlib.import_module(impl).double(3) == 6
+    report = engine.report()
+    assert report.status_of("test.add-one") is Status.FAILED
+    assert "invalid version window" in report["test.add-one"].reason
     engine.revert()
 
 
@@ -203,6 +233,37 @@ def test_import_and_apply_load_neither_torch_nor_upstream():
     )
     assert result.returncode == 0, result.stderr
     assert "HEAVY [] " in result.stdout
+
+
+def test_a_patch_whose_trl_module_is_imported_after_apply_is_applied_as_if_apply_came_after_the_import():
+    """apply() decides nothing until trl loads; then each patch ends as an apply() made after the import leaves it,
+    applied while trl loads (the report logged at the trainer's import counts it), and the report apply() returned
+    still says what apply() decided (pending: waiting for the import)."""
+    result = run_python(
+        """
+        import json, sys, grpo_compat
+        from grpo_compat.core.engine import Engine
+        returned = grpo_compat.apply()
+        assert "trl" not in sys.modules
+        import trl.trainer.grpo_trainer
+        print("IMPORTED", file=sys.stderr, flush=True)
+        deferred = grpo_compat.report()
+        after_import = Engine()
+        immediate = after_import.apply()
+        after_import.revert()
+        rows = {p.id: [returned.status_of(p.id), p.status, immediate.status_of(p.id)] for p in deferred.patches}
+        print(json.dumps(rows))
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    statuses = json.loads(result.stdout.splitlines()[-1])
+    assert all(deferred == immediate for _, deferred, immediate in statuses.values()), statuses
+    applied = {patch for patch, (_, deferred, _) in statuses.items() if deferred == "applied"}
+    assert "trl.grpo-trainer-check" in applied  # targets trl.trainer.grpo_trainer:GRPOTrainer.__init__
+    assert all(statuses[patch][0] == "pending" for patch in applied)
+    assert all(returned == deferred for returned, deferred, _ in statuses.values() if deferred != "applied")
+    while_importing = result.stderr.partition("IMPORTED")[0]
+    assert f"{len(applied)} patches active for trl" in while_importing, while_importing[-2000:]
 
 
 @pytest.mark.parametrize(("rank", "expected_reports"), [("0", 1), ("1", 0)])

@@ -4,13 +4,17 @@ Kept cheap on the ``apply()`` path: the patches are read from their generated in
 module is imported), and a patch module, ``wrapping`` (which needs ``inspect``) and ``logging`` (through
 ``grpo_compat.core.logs``) are imported only once a target module is imported, i.e. when trl or swift has
 already paid for them. Statuses need no patch module: versions, selection and whether the target modules
-exist decide them until a target is imported.
+exist decide them until a target is imported. Even those are decided only when they can matter: at ``apply()``
+when a target's package is already imported (or ``strict=True`` must refuse now), else just before the first
+target package (trl, swift, transformers ...) starts loading, or when ``report()`` asks. Nothing is imported in
+between, so the statuses, hooks and wrapping order are those ``apply()`` would have made; a process that never
+loads upstream never pays for them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import sys
 from types import ModuleType
 
 from grpo_compat.core import import_hooks
@@ -22,6 +26,7 @@ from grpo_compat.core.versions import installed_versions, window_problem
 
 TYPE_CHECKING = False  # typing costs milliseconds of apply(): imported by type checkers only
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 DISABLE_ENV = "GRPO_COMPAT_DISABLE"
@@ -77,7 +82,10 @@ class Engine:
         self._active = False
         self._strict = False
         self._report_logged = False
-        self._report_after: tuple[str, ...] = ()  # modules whose import logs the report (defer_report)
+        self._report_wanted: tuple[str, ...] = ()  # modules whose import logs the report (defer_report) ...
+        self._report_after: tuple[str, ...] = ()  # ... those of them that exist, once the statuses are decided
+        self._undecided: tuple[list[Patch | Declaration], _Selection] | None = None  # apply()'s, until decided
+        self._report_when_decided: Report | None = None  # what apply() returned, while undecided
         self._hooks = import_hooks.PostImportFinder()
 
     @property
@@ -99,34 +107,37 @@ class Engine:
             log("info", "grpo_compat.apply() was already called; nothing changed (revert() first to re-select)")
             return self.report()
         patches = self.patches
-        selection = _Selection(patches, only, skip)
-        import_hooks.forget_found_modules()
-        self._states = [self._initial_state(patch, selection) for patch in patches]
+        selection = _Selection(patches, only, skip)  # unknown ids are refused now
         self._active, self._strict = True, strict
-        # The innermost wrapper is installed first: the last of the declared order, then back to the first.
-        position = {patch_id: index for index, patch_id in enumerate(self.order)}
-        for state in sorted(self._states, key=lambda s: -position.get(s.patch.id, -1)):
-            if state.status is Status.PENDING:
-                self._wait_for_targets(state)
-        self._watch_report_modules()  # after the patches' hooks: a module's patches apply before its report
-        if strict:
-            _raise_on_strict_failures(self._states)
-        return self.report()
+        self._undecided = (patches, selection)
+        packages = self._packages_to_wait_for()
+        if strict or not packages or any(name in sys.modules for name in packages):
+            self._decide()
+            if strict:
+                _raise_on_strict_failures(self._states)
+            return self.report()
+        self._hooks.watch_first_start(packages, self._decide_as_upstream_loads)
+        self._report_when_decided = Report.made_later(True, self._decide)
+        return self._report_when_decided
 
     @property
     def report_deferred(self) -> bool:
-        return bool(self._report_after)
+        return bool(self._report_wanted)
 
     def defer_report(self, until_any_of: Iterable[str]) -> None:
         """Log the report when one of these modules is imported, rather than at the first patch target.
 
         For a caller that knows when every status is final (the ms-swift plugin: swift's GRPO trainer).
         """
-        self._report_after = tuple(name for name in until_any_of if import_hooks.module_exists(name))
-        if self._active:
+        self._report_wanted = tuple(until_any_of)
+        if self._undecided is not None:  # decided, with the patches, when the first upstream package loads
+            self._hooks.watch_first_start(self._packages_to_wait_for(), self._decide_as_upstream_loads)
+        elif self._active:
+            self._report_after = tuple(name for name in self._report_wanted if import_hooks.module_exists(name))
             self._watch_report_modules()
 
     def revert(self) -> Report:
+        self._decide()  # what apply() reported stays what it would have been
         self._hooks.clear()
         for state in reversed(self._applied_order):
             for replacement in reversed(state.replacements):
@@ -139,13 +150,14 @@ class Engine:
                         state.patch.id,
                     )
         self._applied_order.clear()
-        self._states.clear()
+        self._states = []
         self._active = self._report_logged = False
-        self._report_after = ()
+        self._report_wanted = self._report_after = ()
         return self.report()
 
     def report(self) -> Report:
         if self._active:
+            self._decide()
             patches = [state.to_report() for state in self._states]
         else:
             patches = [
@@ -168,6 +180,48 @@ class Engine:
         return Report(self._active, installed_versions(), [state.to_report() for state in states], self.order)
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _packages_to_wait_for(self) -> set[str]:
+        """The top-level packages of the selected patches' targets and of the report's modules: no patch can act,
+        nor the report be logged, before one of them loads."""
+        patches, selection = self._undecided
+        modules = [m for p in patches if selection.reason_to_skip(p.id) is None for m in p.modules]
+        return {name.partition(".")[0] for name in (*modules, *self._report_wanted)}
+
+    def _decide_as_upstream_loads(self) -> None:
+        """_decide, run by the import of upstream's first package: a failure leaves upstream unpatched, says why in
+        the report and a warning, and never stops the import."""
+        patches = self._undecided[0] if self._undecided is not None else []
+        try:
+            self._decide()
+        except Exception as error:  # noqa: BLE001 - the user's import of upstream goes on, as it would unpatched
+            self._hooks.clear()
+            reason = f"not decided: {type(error).__name__}: {error}"
+            self._states = [_PatchState(patch, Status.FAILED, reason) for patch in patches]
+            self._fill_report_of_apply()
+            log("warning", "grpo_compat could not decide which patches apply, none is applied (%s)", reason)
+
+    def _decide(self) -> None:
+        """What apply() decides, if it is still to be decided: each patch's status, a hook per target module of
+        those pending (the innermost wrapper first), and the report's modules."""
+        if self._undecided is None:
+            return
+        (patches, selection), self._undecided = self._undecided, None
+        import_hooks.forget_found_modules()
+        self._states = [self._initial_state(patch, selection) for patch in patches]
+        self._report_after = tuple(name for name in self._report_wanted if import_hooks.module_exists(name))
+        # The innermost wrapper is installed first: the last of the declared order, then back to the first.
+        position = {patch_id: index for index, patch_id in enumerate(self.order)}
+        for state in sorted(self._states, key=lambda s: -position.get(s.patch.id, -1)):
+            if state.status is Status.PENDING:
+                self._wait_for_targets(state)
+        self._watch_report_modules()  # after the patches' hooks: a module's patches apply before its report
+        self._fill_report_of_apply()
+
+    def _fill_report_of_apply(self) -> None:
+        if self._report_when_decided is not None:
+            self._report_when_decided.fill(self.report())
+            self._report_when_decided = None
 
     def _initial_state(self, patch: Patch | Declaration, selection: _Selection) -> _PatchState:
         """Pending, or why the patch will not be applied at all (selection, versions, missing module)."""

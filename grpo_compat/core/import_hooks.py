@@ -1,9 +1,11 @@
-"""Post-import hooks: run a callback right after a named module finishes executing.
+"""Import hooks: run a callback right after a named module finishes executing, or just before the first of some
+modules starts executing.
 
 Patches must not import their targets (``import grpo_compat; grpo_compat.apply()`` may not pull in
-torch or trl), so they wait here until the user's own code imports the module. The finder only
-wraps the loader of watched names and restores the original loader afterwards, so the imported
-module looks exactly as it would without us.
+torch or trl), so they wait here until the user's own code imports the module; the engine decides which patches
+apply when the first upstream package starts loading. The finder only wraps the loader of watched names and
+restores the original loader before the module's code runs, so the imported module looks exactly as it would
+without us.
 """
 
 from __future__ import annotations
@@ -12,17 +14,23 @@ import _thread
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Callable
 from types import ModuleType
 
-ModuleCallback = Callable[[ModuleType], None]
+TYPE_CHECKING = False  # collections.abc is not imported at start-up: it costs apply() half a millisecond
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    ModuleCallback = Callable[[ModuleType], None]
 
 
 class _CallbackLoader:
     # Not an importlib.abc.Loader subclass on purpose: importing importlib.abc costs ~10 ms.
-    def __init__(self, loader: object, on_loaded: Callable[[ModuleType], None]) -> None:
+    def __init__(
+        self, loader: object, on_loaded: Callable[[ModuleType], None], on_start: Callable[[str], None]
+    ) -> None:
         self._loader = loader
         self._on_loaded = on_loaded
+        self._on_start = on_start
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
@@ -33,6 +41,7 @@ class _CallbackLoader:
         module.__loader__ = self._loader
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
+        self._on_start(module.__name__)
         self._loader.exec_module(module)
         self._on_loaded(module)
 
@@ -42,6 +51,7 @@ class PostImportFinder:
 
     def __init__(self) -> None:
         self._callbacks: dict[str, list[ModuleCallback]] = {}
+        self._at_first_start: dict[str, Callable[[], None]] = {}  # module name -> callback of watch_first_start
         self._resolving: set[str] = set()
         self._lock = _thread.RLock()
 
@@ -56,15 +66,28 @@ class PostImportFinder:
             if self not in sys.meta_path:
                 sys.meta_path.insert(0, self)
 
+    def watch_first_start(self, module_names: Iterable[str], callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once, just before the code of whichever of these modules is imported first runs.
+
+        For top-level packages that are not imported yet: the callback can still watch their submodules.
+        """
+        with self._lock:
+            for name in module_names:
+                self._at_first_start[name] = callback
+            if self not in sys.meta_path:
+                sys.meta_path.insert(0, self)
+
     def clear(self) -> None:
         with self._lock:
             self._callbacks.clear()
+            self._at_first_start.clear()
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
 
     def find_spec(self, fullname: str, path=None, target=None):
         with self._lock:
-            if fullname not in self._callbacks or fullname in self._resolving:
+            watched = fullname in self._callbacks or fullname in self._at_first_start
+            if not watched or fullname in self._resolving:
                 return None
             self._resolving.add(fullname)
         try:
@@ -72,18 +95,35 @@ class PostImportFinder:
         finally:
             with self._lock:
                 self._resolving.discard(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        if spec is None:
             return spec
-        spec.loader = _CallbackLoader(spec.loader, self._run_callbacks)
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            self._run_first_start(fullname)  # a namespace package: no code of its own, so now is before it runs
+            return spec
+        spec.loader = _CallbackLoader(spec.loader, self._run_callbacks, self._run_first_start)
         return spec
 
     def _run_callbacks(self, module: ModuleType) -> None:
         with self._lock:
             callbacks = self._callbacks.pop(module.__name__, [])
-            if not self._callbacks and self in sys.meta_path:
-                sys.meta_path.remove(self)
+            self._leave_meta_path_when_idle()
         for callback in callbacks:
             callback(module)
+
+    def _run_first_start(self, module_name: str) -> None:
+        with self._lock:
+            callback = self._at_first_start.get(module_name)
+            if callback is None:
+                return
+            # Once: every module the callback was waiting for is forgotten before it runs (it may import them).
+            for name in [n for n, c in self._at_first_start.items() if c is callback]:
+                del self._at_first_start[name]
+            self._leave_meta_path_when_idle()
+        callback()
+
+    def _leave_meta_path_when_idle(self) -> None:
+        if not self._callbacks and not self._at_first_start and self in sys.meta_path:
+            sys.meta_path.remove(self)
 
 
 def _spec_from_other_finders(me: PostImportFinder, fullname: str, path, target):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import enum
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class Status(str, enum.Enum):
     APPLIED = "applied"
@@ -62,6 +66,28 @@ class Report:
     ) -> None:
         self.active, self.versions, self.patches = active, versions, patches
         self._order = order
+
+    @classmethod
+    def made_later(cls, active: bool, decide: Callable[[], None]) -> Report:
+        """A report filled in (:meth:`fill`) when its statuses are decided; read before then, it calls ``decide()``.
+
+        What ``apply()`` returns while nothing upstream has loaded: the statuses are decided when it does.
+        """
+        report = cls.__new__(cls)
+        report.active, report._decide = active, decide
+        return report
+
+    def fill(self, made: Report) -> None:
+        self.versions, self.patches, self._order = made.versions, made.patches, made._order
+        self.__dict__.pop("_decide", None)
+
+    def __getattr__(self, name: str):
+        # Reached only for an attribute not set: the content of a report made later, before it was decided.
+        decide = self.__dict__.pop("_decide", None)
+        if decide is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        decide()
+        return object.__getattribute__(self, name)
 
     @property
     def wrapping_order(self) -> dict[str, list[str]]:

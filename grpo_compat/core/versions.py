@@ -37,10 +37,13 @@ TRACKED_DISTRIBUTIONS = (
 # Import names that differ from their distribution name.
 DISTRIBUTION_OF_MODULE = {"swift": "ms-swift"}
 
-_METADATA_FOLDER = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[\d.]+)?\.(?:dist|egg)-info$")
-_VERSION_LINE = re.compile(r"^Version:\s*(\S+)\s*$", re.MULTILINE)
+# Patterns are compiled on first use (re keeps them): compiled at import they were a millisecond of every apply(),
+# which reads no version until upstream loads.
+_METADATA_FOLDER = r"^(?P<name>[^-]+)-(?P<version>[^-]+?)(?:-py[\d.]+)?\.(?:dist|egg)-info$"
+_VERSION_LINE = r"(?m)^Version:\s*(\S+)\s*$"
 
 
+@functools.lru_cache(maxsize=1024)  # a few names, asked for by every window of every patch
 def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
@@ -60,9 +63,9 @@ def distribution_folders(entries: list[str]) -> dict[str, tuple[str, str, str]]:
         except OSError:
             continue
         for folder in names:
-            if not folder.endswith("-info"):  # most of a site folder: packages and modules, read on every apply()
+            if not folder.endswith("-info"):  # most of a site folder: packages and modules, read by every patched run
                 continue
-            match = _METADATA_FOLDER.match(folder)
+            match = re.match(_METADATA_FOLDER, folder)
             path = os.path.join(entry or ".", folder)
             if match:
                 found.setdefault(_normalize(match["name"]), (match["name"], match["version"], path))
@@ -77,7 +80,7 @@ def distribution_folders(entries: list[str]) -> dict[str, tuple[str, str, str]]:
 def _version_from_pkg_info(folder: str) -> str | None:
     try:
         with open(os.path.join(folder, "PKG-INFO"), encoding="utf-8") as handle:
-            match = _VERSION_LINE.search(handle.read(4096))
+            match = re.search(_VERSION_LINE, handle.read(4096))
     except OSError:
         return None
     return match.group(1) if match else None
@@ -115,8 +118,8 @@ def distribution_of(module: str) -> str:
     return DISTRIBUTION_OF_MODULE.get(top, top)
 
 
-_CLAUSE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*([0-9][\w.+!-]*?)(\.\*)?\s*$")
-_WINDOW = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
+_CLAUSE = r"\s*(==|!=|<=|>=|<|>)\s*([0-9][\w.+!-]*?)(\.\*)?\s*$"
+_WINDOW = r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$"
 
 
 # The distributions whose presence makes an untagged Linux torch wheel a CUDA build (its runtime comes as nvidia-*).
@@ -149,10 +152,10 @@ def parse_window(text: str) -> tuple[str, list[tuple[str, str, bool]]]:
     windows, and parsed here because ``packaging.requirements`` alone costs more than the whole
     import-time budget of ``apply()``.
     """
-    match = _WINDOW.match(text)
+    match = re.match(_WINDOW, text)
     clauses = []
     for part in filter(None, (p.strip() for p in (match.group(2) if match else "").split(","))):
-        clause = _CLAUSE.match(part)
+        clause = re.match(_CLAUSE, part)
         if clause is None:
             break
         clauses.append((clause.group(1), clause.group(2), bool(clause.group(3))))
@@ -162,6 +165,7 @@ def parse_window(text: str) -> tuple[str, list[tuple[str, str, bool]]]:
     raise ValueError(f"invalid version window {text!r}: expected e.g. 'trl>=0.15,<1.0'")
 
 
+@functools.lru_cache(maxsize=1024)  # the installed versions and the windows' bounds, compared again and again
 def release(version: str) -> tuple[int, ...]:
     """The release numbers of a version: ``"2.13.0+cpu"`` -> ``(2, 13, 0)``, ``"0.20.0.dev0"`` -> ``(0, 20, 0)``.
 
