@@ -14,8 +14,7 @@ import pytest
 import grpo_compat.static_check as static_check
 from grpo_compat.core.versions import installed_version
 from grpo_compat.histories import load
-from grpo_compat.static_check.hypothetical import installed_set
-from grpo_compat.static_check.objects import what_if_findings
+from grpo_compat.static_check.hypothetical import installed_set, what_if_findings
 
 SITE = sysconfig.get_paths()["purelib"]  # this env's transformers and torch, as installed
 

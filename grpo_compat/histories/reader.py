@@ -38,11 +38,11 @@ from collections.abc import Callable, Iterator
 from email.parser import HeaderParser
 
 from grpo_compat.settings import extract
+from grpo_compat.static_check.files import catches_import_error
 
 TYPE_CHECKING_GUARD = "TYPE_CHECKING"
 IMPORT_ERROR_GUARD = "try-except ImportError"
 NO_DEFAULT = extract.NO_DEFAULT
-_IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OptionalDependencyNotAvailable")
 _ABSOLUTE_IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(?P<module>[A-Za-z_][\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#]*)"
     r"|import[ \t]+(?P<plain>[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?"
@@ -77,21 +77,6 @@ def signature_text(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     if args.kwarg:
         parts.append("**" + args.kwarg.arg)
     return ",".join(parts)
-
-
-def reraises(handler: ast.ExceptHandler) -> bool:
-    """A handler whose last statement raises lets the import's error through (``except Exception: raise``)."""
-    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
-
-
-def catches_import_error(handler: ast.ExceptHandler) -> bool:
-    """Whether a failed import inside the try is swallowed by this handler: a guard, unless it raises again."""
-    if reraises(handler):
-        return False
-    if handler.type is None:
-        return True
-    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any(ast.unparse(name).split(".")[-1] in _IMPORT_ERRORS for name in caught)
 
 
 def _guard(conditions: tuple[str, ...]) -> str | None:

@@ -17,8 +17,7 @@ import sys
 from collections.abc import Iterator
 
 from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
-from grpo_compat.histories.reader import catches_import_error
-from grpo_compat.static_check.files import Finding, Install, Module
+from grpo_compat.static_check.files import Finding, Install, Module, catches_import_error
 from grpo_compat.static_check.guards import guard_holds
 
 TORCH_COMPANIONS = ("torchvision", "torchaudio")

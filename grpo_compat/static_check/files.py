@@ -257,8 +257,6 @@ class Module:
     def _scan(self, body: list, guards: tuple, package: str) -> None:
         import ast
 
-        from grpo_compat.histories.reader import catches_import_error
-
         for node in body:
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -367,6 +365,30 @@ def _suppresses_import_error(expression) -> bool:
         return False
     wanted = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
     return any(ast.unparse(argument).split(".")[-1] in wanted for argument in expression.args)
+
+
+# Exceptions whose handler swallows a failed import (the catalogue's OptionalDependencyNotAvailable is transformers').
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OptionalDependencyNotAvailable")
+
+
+def reraises(handler) -> bool:
+    """A handler whose last statement raises lets the import's error through (``except Exception: raise``)."""
+    import ast
+
+    return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
+
+
+def catches_import_error(handler) -> bool:
+    """Whether a failed import inside the try is swallowed by this handler: a guard, unless it raises again. Shared
+    by the static check and the histories' reader."""
+    import ast
+
+    if reraises(handler):
+        return False
+    if handler.type is None:
+        return True
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(ast.unparse(name).split(".")[-1] in IMPORT_ERRORS for name in caught)
 
 
 def _callee_name(call) -> str:

@@ -363,3 +363,15 @@ def _declared_upper_bounds(install: Install, name: str) -> list[str]:
         return []
     operator, version = min(bounds, key=lambda b: (_key(b[1]), b[0] == "<="))
     return [f"{operator}{version}"]
+
+
+class VersionsOnly:
+    """A set known by its versions alone (the what-if's): what these fixes read of an install."""
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        self.versions = versions  # canonical name -> version
+
+    def version(self, distribution: str) -> str | None:
+        from grpo_compat.core.versions import canonicalize_name
+
+        return self.versions.get(canonicalize_name(distribution))

@@ -25,6 +25,8 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from grpo_compat.core.versions import canonicalize_name
+
 
 class UnusableInput(ValueError):
     """A pin or a file this reading cannot use (an unknown release, a requirement that does not parse): the command
@@ -38,11 +40,6 @@ ENTRIES = {
 }
 _AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
 _EXTRA = re.compile(r"\bextra\s*==")
-
-
-def canonicalize_name(name: str) -> str:
-    """PEP 503's name (packaging.utils' canonicalize_name, whose module costs a tenth of a second to import)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # -- the set ------------------------------------------------------------------------------------------------------
@@ -428,16 +425,6 @@ class WhatIfFinding:
         return {"kind": self.kind, "message": self.message, "where": self.where, "fix": self.fix}
 
 
-class _Versions:
-    """What grpo_compat.static_check.fixes reads of an install: each distribution's version."""
-
-    def __init__(self, versions: dict[str, str]) -> None:
-        self.versions = versions
-
-    def version(self, distribution: str) -> str | None:
-        return self.versions.get(canonicalize_name(distribution))
-
-
 # Modules of Python's own library that a supported Python (3.10 on) has and a newer one removed (PEP 594, PEP 632,
 # Python 3.12's removals): the set's Python may be older than this one's, whose sys.stdlib_module_names lacks them.
 REMOVED_FROM_STDLIB = frozenset(
@@ -677,9 +664,9 @@ class HistoryWalk:
         return any(history.has(".".join(parts[:depth]), "__getattr__", version) for depth in range(1, len(parts)))
 
     def _fix(self, distribution: str, importer: str, owner: str, target: str, name: str | None) -> str:
-        from grpo_compat.static_check.fixes import for_missing
+        from grpo_compat.static_check.fixes import VersionsOnly, for_missing
 
-        return for_missing(_Versions(self.versions), distribution, importer, owner, target, name)  # type: ignore[arg-type]
+        return for_missing(VersionsOnly(self.versions), distribution, importer, owner, target, name)  # type: ignore[arg-type]
 
     def _guard(self, guard: str | None, imports, distribution: str) -> bool | None:
         """Whether an import under this guard runs with the set: True, False, or None (the histories cannot say)."""
@@ -879,7 +866,7 @@ class TrainerChain(HistoryWalk):
         return findings
 
     def _override(self, order, caller_index: int, callee_index: int, method: str, call, signature, why: str):
-        from grpo_compat.static_check.fixes import for_signature
+        from grpo_compat.static_check.fixes import VersionsOnly, for_signature
 
         (caller, caller_class), (callee, callee_class) = order[caller_index], order[callee_index]
         caller_text, callee_text = f"{caller} {self.versions[caller]}", f"{callee} {self.versions[callee]}"
@@ -894,7 +881,7 @@ class TrainerChain(HistoryWalk):
             f"{defined}{signature}: {why}"
         )
         fix = for_signature(
-            _Versions(self.versions),  # type: ignore[arg-type]
+            VersionsOnly(self.versions),  # type: ignore[arg-type]
             (callee, f"{callee_class}.{call.callee}"),
             (caller, f"{caller_class}.{call.callee}"),
             (call.positional, list(call.keywords)),
@@ -978,3 +965,36 @@ def requirement_findings(hypothetical: HypotheticalSet) -> list[WhatIfFinding]:
                     )
                 )
     return found
+
+
+# -- building the trainer: the installed trainer's reads against another release of the class's package (objects.py)
+
+
+def what_if_findings(versions: dict[str, str], installed: dict[str, str], paths: list[str] | None = None) -> list[dict]:
+    """``check --with`` / ``--requirements``: the reads above, where the set keeps the installed release of the
+    trainer's package (its installed files are that release's code; the histories do not record reads) and changes
+    the package of an annotated class: that release's chain, from its API history, must not set the attribute a
+    release of it had. Each finding as a dict (kind, message, where, fix, installed_too). ``paths``: the folders
+    of the installed set (``sys.path``)."""
+    from grpo_compat.static_check import SWIFT_TRAINER_3X, TRAINER_CLASSES
+    from grpo_compat.static_check.files import Install
+    from grpo_compat.static_check.objects import _reads_of_annotated, _what_if_finding
+
+    trainer = trainer_in_use(versions)
+    if trainer is None or versions.get(trainer) != installed.get(trainer):
+        return []
+    install = Install(paths)
+    entry = TRAINER_CLASSES[trainer]
+    if trainer == "ms-swift" and install.find(entry[0]) is None:
+        entry = SWIFT_TRAINER_3X
+    if install.version(trainer) != versions[trainer] or not install.find(entry[0]):
+        return []
+    findings, judged = [], set()
+    for read in _reads_of_annotated(install, entry, None, unset=False):
+        if (read.name, read.attribute) in judged:
+            continue
+        finding = _what_if_finding(install, read, versions, installed)
+        if finding is not None:
+            judged.add((read.name, read.attribute))
+            findings.append(finding)
+    return findings

@@ -338,8 +338,8 @@ def _removed_by(install: Install, chain: list[Definition], attribute: str, versi
     """(distribution, the class that had it, the releases that had it, the first release without it) where the API
     histories say a release of a chain class's distribution had the attribute and the installed one (``versions``:
     the what-if set's, canonical name -> version) comes after."""
+    from grpo_compat.core.versions import canonicalize_name
     from grpo_compat.static_check.fixes import _history, _key
-    from grpo_compat.static_check.hypothetical import canonicalize_name
 
     for definition in chain:
         distribution = install.owner(definition.module.name)
@@ -444,83 +444,6 @@ def _said(install, read: _Read, distribution, version, had, spans, first_without
     return owner, message
 
 
-# -- the what-if: the installed trainer's reads against another release of the class's package ----------------------
-
-
-def what_if_findings(versions: dict[str, str], installed: dict[str, str], paths: list[str] | None = None) -> list[dict]:
-    """``check --with`` / ``--requirements``: the reads above, where the set keeps the installed release of the
-    trainer's package (its installed files are that release's code; the histories do not record reads) and changes
-    the package of an annotated class: that release's chain, from its API history, must not set the attribute a
-    release of it had. Each finding as a dict (kind, message, where, fix, installed_too). ``paths``: the folders
-    of the installed set (``sys.path``)."""
-    from grpo_compat.static_check import SWIFT_TRAINER_3X, TRAINER_CLASSES
-    from grpo_compat.static_check.hypothetical import trainer_in_use
-
-    trainer = trainer_in_use(versions)
-    if trainer is None or versions.get(trainer) != installed.get(trainer):
-        return []
-    install = Install(paths)
-    entry = TRAINER_CLASSES[trainer]
-    if trainer == "ms-swift" and install.find(entry[0]) is None:
-        entry = SWIFT_TRAINER_3X
-    if install.version(trainer) != versions[trainer] or not install.find(entry[0]):
-        return []
-    findings, judged = [], set()
-    for read in _reads_of_annotated(install, entry, None, unset=False):
-        if (read.name, read.attribute) in judged:
-            continue
-        finding = _what_if_finding(install, read, versions, installed)
-        if finding is not None:
-            judged.add((read.name, read.attribute))
-            findings.append(finding)
-    return findings
-
-
-def _what_if_finding(install: Install, read: _Read, versions: dict, installed: dict) -> dict[str, str] | None:
-    from grpo_compat.static_check.fixes import _history, for_removed_attribute
-    from grpo_compat.static_check.hypothetical import _Versions, canonicalize_name
-
-    def distribution_of(definition: Definition) -> str:
-        return canonicalize_name(install.owner(definition.module.name))
-
-    distribution = distribution_of(read.cls)
-    release, history = versions.get(distribution), _history(distribution)
-    if release is None or release == installed.get(distribution) or history is None:
-        return None  # the annotated class's package is not changed (the installed check reads it), or not recorded
-    if not history._data.get("attributes") or history.nearest(release) is None:
-        return None  # a history without self-assignments cannot say a release does not set it
-    if any(distribution_of(d) not in versions for d in read.chain):
-        return None
-    kept = {}  # a base of a package the set keeps: its text -> the names its installed chain sets
-    for definition in read.chain:
-        for base in definition.node.bases:
-            found = _resolve_class(install, definition.module, base)
-            chain = _closed_chain(install, found) if found is not None else None
-            if chain is not None and all(
-                versions[distribution_of(d)] == installed.get(distribution_of(d)) for d in chain
-            ):
-                kept[ast.unparse(base)] = _set_names(chain)
-    if _release_sets(history, read.cls.module.name, read.cls.node.name, release, read.attribute, kept) is not False:
-        return None
-    removed = _removed_by(install, read.chain, read.attribute, versions)
-    if removed is None or canonicalize_name(removed[0]) != distribution:
-        return None
-    if _set_anywhere_in_release(history, read.attribute, release):
-        return None
-    _, had, spans, first_without = removed
-    chain_files = {d.module.path for d in read.chain}  # the installed chain's own: the release being left sets it there
-    tops = {d.module.name.split(".")[0] for d in read.chain}
-    if _named_anywhere(install, tops, read.attribute, stores_only=False, skip=chain_files):
-        return None  # a class outside the chain (a concrete model) may set it
-    if _named_anywhere(install, read.trainer_tops, read.attribute, stores_only=True):
-        return None
-    owner, message = _said(install, read, removed[0], release, had, spans, first_without)
-    fix = for_removed_attribute(_Versions(versions), removed[0], had.node.name, read.attribute, spans, owner)
-    where = f"{read.order[read.index].module.relative_path}:{read.line}"
-    installed_too = read.attribute not in read.names
-    return {"kind": "attribute", "message": message, "where": where, "fix": fix, "installed_too": installed_too}
-
-
 def _release_sets(history, module: str, cls: str, release: str, attribute: str, kept: dict, depth: int = 0):
     """Whether that release's ``module.cls`` (its API history) or a class of its chain sets the attribute: True,
     False, or None where the chain cannot be followed. A base the history does not define is judged as installed
@@ -569,3 +492,48 @@ def _set_anywhere_in_release(history, attribute: str, release: str) -> bool:
         any(first <= at <= last for first, last in attributes.get(attribute, ()))
         for attributes in history._data["attributes"].values()
     )
+
+
+def _what_if_finding(install: Install, read: _Read, versions: dict, installed: dict) -> dict[str, str] | None:
+    from grpo_compat.core.versions import canonicalize_name
+    from grpo_compat.static_check.fixes import VersionsOnly, _history, for_removed_attribute
+
+    def distribution_of(definition: Definition) -> str:
+        return canonicalize_name(install.owner(definition.module.name))
+
+    distribution = distribution_of(read.cls)
+    release, history = versions.get(distribution), _history(distribution)
+    if release is None or release == installed.get(distribution) or history is None:
+        return None  # the annotated class's package is not changed (the installed check reads it), or not recorded
+    if not history._data.get("attributes") or history.nearest(release) is None:
+        return None  # a history without self-assignments cannot say a release does not set it
+    if any(distribution_of(d) not in versions for d in read.chain):
+        return None
+    kept = {}  # a base of a package the set keeps: its text -> the names its installed chain sets
+    for definition in read.chain:
+        for base in definition.node.bases:
+            found = _resolve_class(install, definition.module, base)
+            chain = _closed_chain(install, found) if found is not None else None
+            if chain is not None and all(
+                versions[distribution_of(d)] == installed.get(distribution_of(d)) for d in chain
+            ):
+                kept[ast.unparse(base)] = _set_names(chain)
+    if _release_sets(history, read.cls.module.name, read.cls.node.name, release, read.attribute, kept) is not False:
+        return None
+    removed = _removed_by(install, read.chain, read.attribute, versions)
+    if removed is None or canonicalize_name(removed[0]) != distribution:
+        return None
+    if _set_anywhere_in_release(history, read.attribute, release):
+        return None
+    _, had, spans, first_without = removed
+    chain_files = {d.module.path for d in read.chain}  # the installed chain's own: the release being left sets it there
+    tops = {d.module.name.split(".")[0] for d in read.chain}
+    if _named_anywhere(install, tops, read.attribute, stores_only=False, skip=chain_files):
+        return None  # a class outside the chain (a concrete model) may set it
+    if _named_anywhere(install, read.trainer_tops, read.attribute, stores_only=True):
+        return None
+    owner, message = _said(install, read, removed[0], release, had, spans, first_without)
+    fix = for_removed_attribute(VersionsOnly(versions), removed[0], had.node.name, read.attribute, spans, owner)
+    where = f"{read.order[read.index].module.relative_path}:{read.line}"
+    installed_too = read.attribute not in read.names
+    return {"kind": "attribute", "message": message, "where": where, "fix": fix, "installed_too": installed_too}

@@ -376,7 +376,7 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     if progress:
         progress(f"building the set with uv and running the probe: import {stack}'s GRPO trainer, then one GRPO step")
     outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
-    from grpo_compat.static_check.objects import what_if_findings
+    from grpo_compat.static_check.hypothetical import what_if_findings
 
     found = import_findings(hypothetical.versions, SetModules.of(hypothetical)) or training_findings(
         hypothetical.versions
