@@ -369,15 +369,19 @@ def prove_hypothetical(hypothetical, settings: dict[str, Any], progress: Progres
     """``check --with ... --prove``: the what-if's set built by uv in a throwaway env (this interpreter's set plus the
     requirements asked for; a lock's set alone) and the probe run there, its failures named with the what-if's
     findings. {stack, change, trains, probe | error, failures, moved, seconds}: prove_change's outcome."""
-    from grpo_compat.static_check.hypothetical import SetModules, import_findings, trainer_in_use, training_findings
+    from grpo_compat.static_check.hypothetical import (
+        SetModules,
+        import_findings,
+        trainer_in_use,
+        training_findings,
+        what_if_findings,
+    )
 
     stack = trainer_in_use(hypothetical.versions) or "trl"
     change = [spec for spec in hypothetical.requested if _name(spec) != "grpo-compat"]  # grpo_compat: this source
     if progress:
         progress(f"building the set with uv and running the probe: import {stack}'s GRPO trainer, then one GRPO step")
     outcome = prove_change(None if hypothetical.whole else sys.executable, stack, change, settings, progress)
-    from grpo_compat.static_check.hypothetical import what_if_findings
-
     found = import_findings(hypothetical.versions, SetModules.of(hypothetical)) or training_findings(
         hypothetical.versions
     )

@@ -40,9 +40,7 @@ def report(hypothetical: HypotheticalSet) -> dict:
     training = reading.training_findings(versions) if not imports else []  # a trainer that cannot load never steps
     requirements = reading.requirement_findings(hypothetical)
     # what building the trainer reads on its arguments: the installed trainer's code, where the set keeps its release
-    from grpo_compat.static_check.hypothetical import what_if_findings
-
-    build = what_if_findings(versions, hypothetical.installed) if not imports else []  # nothing built then
+    build = reading.what_if_findings(versions, hypothetical.installed) if not imports else []  # nothing built then
     stopping, entered = _known_failures(hypothetical)
     return {
         "ok": not imports and not build and not training and not requirements and not stopping,
