@@ -160,7 +160,7 @@ def _deleted_methods(install: Install, walked: dict[str, Module]) -> set[tuple[a
     for module in walked.values():
         if "del " not in module.text:
             continue
-        for node in module.tree.body:
+        for node in module.statements:
             if not isinstance(node, ast.Delete):
                 continue
             for target in node.targets:

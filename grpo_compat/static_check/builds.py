@@ -126,7 +126,7 @@ def _none_fallbacks(module: Module) -> list[tuple[str, str, int, str]]:
     ``except ImportError: name = None`` at module level."""
     found = []
     package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
-    for node in module.tree.body:
+    for node in module.statements:
         if not isinstance(node, ast.Try) or not any(catches_import_error(h) for h in node.handlers):
             continue
         nulled = {

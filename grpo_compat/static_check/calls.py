@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from collections.abc import Callable, Iterator
 from functools import partial
 
-from grpo_compat.static_check.files import _VERSION_TEST, KEYWORD_TARGETS, Finding, Install, Module
+from grpo_compat.static_check.files import _VERSION_TEST, KEYWORD_TARGETS, Elided, Finding, Install, Module
 from grpo_compat.static_check.guards import guard_holds
 
 _PASSING_DECORATORS = ("staticmethod", "classmethod", "wraps", "profiling_decorator", "no_grad", "inference_mode")
@@ -129,14 +130,31 @@ def _renames_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
     return any(_decorator_name(d) not in _PASSING_DECORATORS for d in function.decorator_list)
 
 
-def judged_calls(module: Module, root: ast.AST, names: set[str]) -> Iterator[ast.Call]:
-    """The calls under ``root`` on lines that mention one of ``names`` and always take the shape they are written
-    with: none under a test of versions, attributes or signatures, none in a ``try`` that catches TypeError. Only
-    the statements around such lines are walked (most of a 5,000-line Trainer is not)."""
+def judged_calls(
+    module: Module, root: ast.AST | None, names: set[str], named_callees: bool = False
+) -> Iterator[ast.Call]:
+    """The calls under ``root`` (None: the whole module) on lines that mention one of ``names`` and always take
+    the shape they are written with: none under a test of versions, attributes or signatures, none in a ``try``
+    that catches TypeError. Only the statements around such lines are walked (most of a 5,000-line Trainer is
+    not), and of the module's left-out definitions only those whose lines hold such a line are parsed.
+    ``named_callees``: only calls whose callee is one of ``names`` as a plain name are wanted (others may come too),
+    so a left-out definition is parsed only where its text may hold one: a name, then ``(`` past spaces, line
+    continuations, comments and closing parentheses (``(name)(...)``)."""
     lines = module.lines_mentioning(names)
     if not lines:
         return
-    for statement in getattr(root, "body", []):
+    callee = None
+    if named_callees and module.text.isascii():  # (a non-ASCII spelling may normalise to a name)
+        alternatives = "|".join(re.escape(name) for name in sorted(names))
+        callee = re.compile(rf"(?<![\w.])(?:{alternatives})(?!\w)(?:[\s\\)]|#[^\n]*)*\(")
+    for statement in module.statements if root is None else getattr(root, "body", []):
+        if isinstance(statement, Elided):  # a definition left out of the module-level parse: parsed if it may hold one
+            at = bisect.bisect_left(lines, statement.first)
+            if not (at < len(lines) and lines[at] <= statement.last):
+                continue
+            if callee and not callee.search(module.text, *module.offsets(statement.first, statement.last)):
+                continue
+            statement = module.definition(statement)
         yield from _judged_calls_under(module, lines, statement)
 
 
@@ -329,7 +347,7 @@ def keyword_findings(install: Install, module: Module) -> list[Finding]:
     if not imported:
         return []
     findings = []
-    for call in judged_calls(module, module.tree, set(imported)):
+    for call in judged_calls(module, None, set(imported), named_callees=True):
         if not (isinstance(call.func, ast.Name) and call.func.id in imported) or not call.keywords:
             continue
         shape = call_shape(call)

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 
 from grpo_compat.core.versions import distribution_folders
 from grpo_compat.static_check.stamp import CHECK_VERSION
@@ -192,14 +193,17 @@ class Module:
     """One module's source as the check needs it: its imports with their guards, the names it binds."""
 
     def __init__(self, name: str, site: str, path: str, tree, text: str) -> None:
-        self.name, self.site, self.path, self.tree, self.text = name, site, path, tree, text
+        self.name, self.site, self.path, self._tree, self.text = name, site, path, tree, text
+        self.statements: list = list(tree.body)  # the top-level statements, left-out definitions as Elided
+        self._whole = None
+        self._text_lines: list[str] = []
         self.imports: list[Import] = []
         self.bound: set[str] = set()
         self.stars: list[str] = []
         self.lazy: dict[str, str] = {}  # name -> submodule, from _import_structure
         self.open_ended = False  # __getattr__ or define_import_structure: any name may exist
-        self.classes: dict[str, object] = {}
-        self.functions: dict[str, object] = {}
+        self.classes = _Definitions(self)  # top-level class / function name -> its node, parsed when asked for
+        self.functions = _Definitions(self)
         self._mentions: dict = {}
         self._lines: list[str] = []
         self._starts: list[int] = []
@@ -230,6 +234,12 @@ class Module:
             self._mentions[key] = sorted(found)
         return self._mentions[key]
 
+    def offsets(self, first: int, last: int) -> tuple[int, int]:
+        """Where lines ``first`` to ``last`` (1-based, inclusive) start and end in the text."""
+        if not self._starts:
+            self._starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
+        return self._starts[first - 1], self._starts[last] if last < len(self._starts) else len(self.text)
+
     @property
     def relative_path(self) -> str:
         return os.path.relpath(self.path, self.site)
@@ -241,18 +251,63 @@ class Module:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
-            tree = ast.parse(text, path)
+            definitions = _top_level_definitions(text)
+            if definitions:  # the module level parsed alone, each top-level def and class body left out
+                tree = ast.parse(_without(text, definitions), path)
+            else:
+                tree = ast.parse(text, path)
         except (OSError, SyntaxError, ValueError):
             return None
-        return cls.of_tree(name, site, path, tree, text)
+        return cls.of_tree(name, site, path, tree, text, definitions)
 
     @classmethod
-    def of_tree(cls, name: str, site: str, path: str, tree, text: str) -> Module:
-        """A module already parsed: an installed file, or a release's file the histories' reader holds."""
+    def of_tree(cls, name: str, site: str, path: str, tree, text: str, definitions=None) -> Module:
+        """A module already parsed: an installed file, or a release's file the histories' reader holds.
+        ``definitions``: the top-level definitions left out of ``tree`` (``_top_level_definitions``)."""
         module = cls(name, site, path, tree, text)
+        module.statements = _in_line_order(tree.body, [Elided(*found) for found in definitions or ()])
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
-        module._scan(tree.body, (), package)
+        module._scan(module.statements, (), package)
         return module
+
+    @property
+    def tree(self):
+        """The whole module's tree, every left-out definition parsed: for a reading that walks everything."""
+        import ast
+
+        if self._whole is None:
+            if any(isinstance(statement, Elided) for statement in self.statements):
+                self._whole = ast.Module(body=[self.definition(s) for s in self.statements], type_ignores=[])
+            else:
+                self._whole = self._tree
+        return self._whole
+
+    def definition(self, statement):
+        """A top-level statement as the full parse has it: an ``Elided`` definition is parsed (once) from its
+        lines, with the file's line numbers; any other statement is itself."""
+        import ast
+
+        if not isinstance(statement, Elided):
+            return statement
+        if statement.node is None:
+            if not self._text_lines:
+                self._text_lines = self.text.split("\n")  # Python's lines: only "\n" ends one here (no lone "\r")
+            lines = self._text_lines[statement.first - 1 : statement.last]
+            try:
+                body = ast.parse("\n" * (statement.first - 1) + "\n".join(lines), self.path).body
+            except (SyntaxError, ValueError):
+                body = []
+            kinds = ast.ClassDef if statement.kind == "class" else ast.FunctionDef | ast.AsyncFunctionDef
+            if len(body) == 1 and isinstance(body[0], kinds) and body[0].name == statement.name:
+                statement.node = body[0]
+            else:  # a body that does not parse on this Python: a definition that accepts anything, read as such
+                stub = (
+                    f"class {statement.name}: pass"
+                    if statement.kind == "class"
+                    else f"def {statement.name}(*a, **k): pass"
+                )
+                statement.node = ast.parse("\n" * (statement.first - 1) + stub).body[0]
+        return statement.node
 
     def _scan(self, body: list, guards: tuple, package: str) -> None:
         import ast
@@ -283,13 +338,17 @@ class Module:
             elif isinstance(node, ast.With):
                 suppressed = any(_suppresses_import_error(item.context_expr) for item in node.items)
                 self._scan(node.body, (*guards, ("with", None, not suppressed)), package)
+            elif isinstance(node, Elided):
+                self.bound.add(node.name)
+                (self.classes if node.kind == "class" else self.functions).found[node.name] = node
+                self.open_ended |= node.name == "__getattr__" and node.kind != "class"
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.bound.add(node.name)
-                self.functions[node.name] = node
+                self.functions.found[node.name] = node
                 self.open_ended |= node.name == "__getattr__"
             elif isinstance(node, ast.ClassDef):
                 self.bound.add(node.name)
-                self.classes[node.name] = node
+                self.classes.found[node.name] = node
             else:
                 self._bind(node)
 
@@ -337,6 +396,172 @@ class Module:
         for child in ast.walk(value):
             if isinstance(child, ast.Constant) and isinstance(child.value, str):
                 self.lazy.setdefault(child.value, submodule)
+
+
+class Elided:
+    """A top-level ``def`` or ``class`` left out of the module-level parse: its name and lines (decorators on),
+    parsed by ``Module.definition`` when a reading asks for its body. Not an ast node: it has no fields."""
+
+    __slots__ = ("first", "kind", "last", "name", "node")
+    _fields = ()
+
+    def __init__(self, first: int, last: int, kind: str, name: str) -> None:
+        self.first, self.last, self.kind, self.name = first, last, kind, name  # lines, 1-based, inclusive
+        self.node = None
+
+
+class _Definitions(Mapping):
+    """A module's top-level classes (or functions) by name, each parsed the first time it is read."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.found: dict[str, object] = {}
+
+    def __getitem__(self, name: str):
+        return self.module.definition(self.found[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.found
+
+    def __iter__(self):
+        return iter(self.found)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+
+# A lexer of just what decides where a logical line starts: comments, whole string literals (their prefix is read
+# back from the quote), brackets, a backslash continuation, and a line that starts at column 0 with code. A quote
+# that starts no literal it can match (an unterminated one, a newline in a one-quote string) is a doubt. The
+# lookahead lets the engine skip to the next character of interest; each loop is unrolled (no backtracking).
+_LEXEMES = re.compile(
+    r"""(?=[#'"()\[\]{}\\\n])(?:(?P<comment>\#[^\n]*)"""
+    r"""|(?P<string>"{3}[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"{3}|'{3}[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'{3}"""
+    r"""|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*')"""
+    r"""|(?P<quote>["'])|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<continued>\\\r?\n)|(?P<start>\n(?=[^ \t\r\n#])))""",
+    re.DOTALL,
+)
+_DEFINITION_HEAD = re.compile(r"(?:(class)|(?:async[ \t]+)?def)[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*[(\[:]")
+
+
+def _top_level_definitions(text: str) -> list[tuple[int, int, str, str]] | None:
+    """(first line, last line, "class" or "def", name) of each top-level ``def`` and ``class`` (with its
+    decorators), when where every top-level statement starts is certain from the text; None at any doubt (then
+    the whole module is parsed). Certain: every string literal matched whole (an f-string's replacement fields
+    hold no quote, backslash or comment), brackets balanced, no line ending Python counts that ``\\n`` does not
+    (a lone ``\\r``, a form feed), no null byte, nothing but ASCII in a definition's name."""
+    if text.startswith("\ufeff") or re.search(r"\r(?!\n)|[\f\v\x00]", text):
+        return None
+    starts = [0]  # offsets of the lines that start a top-level logical line
+    depth = 0
+    for lexeme in _LEXEMES.finditer(text):
+        kind = lexeme.lastgroup
+        if kind == "start":
+            if depth == 0:
+                starts.append(lexeme.end())
+        elif kind == "string":
+            if not _plain_literal(text, lexeme):
+                return None
+        elif kind == "open":
+            depth += 1
+        elif kind == "close":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif kind == "quote":
+            return None
+    if depth:
+        return None
+    if text[:1].isspace() or text[:1] == "#":
+        starts.pop(0)  # the file's first line is not code (blank or a comment)
+    line_of = _LineNumbers(text)
+    found = []
+    decorated = None
+    for index, start in enumerate(starts):
+        head = text[start : start + 6]
+        if head.startswith("@"):
+            decorated = start if decorated is None else decorated
+            continue
+        named = _DEFINITION_HEAD.match(text, start) if head.startswith(("def", "class", "async")) else None
+        first = decorated if decorated is not None else start
+        decorated = None
+        if named is None:
+            continue
+        end = starts[index + 1] if index + 1 < len(starts) else len(text)
+        found.append((line_of(first), line_of(end - 1) if end > start else line_of(start), "class" if named.group(1)
+                      else "def", named.group(2)))  # fmt: skip
+    return found if decorated is None else None
+
+
+def _plain_literal(text: str, lexeme) -> bool:
+    """Whether a matched string literal surely ends where Python ends it. Only an f-string (t-string) may not:
+    from Python 3.12 a replacement field may hold the literal's own quote, where the match stopped. So the
+    fields are followed: braces counted (``{{``/``}}`` outside a field are text), a quoted string inside a field
+    skipped whole, and a field still open at the end, a backslash, a comment, ``{{`` in a field or a brace inside
+    a quoted string of a field is a doubt."""
+    start = prefix = lexeme.start()
+    while prefix > max(0, start - 2) and text[prefix - 1] in "rRbBuUfFtT":
+        prefix -= 1
+    if not re.search("[fFtT]", text[prefix:start]):  # (an identifier's last letters may count: only a doubt more)
+        return True
+    literal = lexeme.group()
+    quotes = 3 if literal[:3] in ('"""', "'''") else 1
+    body = literal[quotes:-quotes]
+    depth = 0
+    at = 0
+    while at < len(body):
+        character = body[at]
+        if depth == 0:
+            if character in "{}" and body[at + 1 : at + 2] == character:
+                at += 2
+                continue
+            if character == "}":
+                return False
+            depth = 1 if character == "{" else 0
+        elif character in "\\#" or body.startswith("{{", at):
+            return False
+        elif character in "\"'":
+            end = body.find(character, at + 1)
+            if end == -1 or any(c in body[at:end] for c in "{}\\"):
+                return False
+            at = end
+        elif character == "{":
+            depth += 1
+        elif character == "}":
+            depth -= 1
+        at += 1
+    return depth == 0
+
+
+class _LineNumbers:
+    def __init__(self, text: str) -> None:
+        self.starts = [0, *(m.end() for m in re.finditer("\n", text))]
+
+    def __call__(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset)
+
+
+def _without(text: str, definitions: list[tuple[int, int, str, str]]) -> str:
+    """``text`` with the lines of ``definitions`` emptied (line numbers kept)."""
+    lines = text.split("\n")
+    for first, last, _kind, _name in definitions:
+        lines[first - 1 : last] = [""] * (last - first + 1)
+    return "\n".join(lines)
+
+
+def _in_line_order(statements: list, elided: list) -> list:
+    """The module-level statements and the left-out definitions, in the file's order."""
+    if not elided:
+        return statements
+
+    def first_line(node) -> int:
+        return (
+            node.first
+            if isinstance(node, Elided)
+            else min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        )
+
+    return sorted([*statements, *elided], key=first_line)
 
 
 def _structure_key(node) -> str | None:

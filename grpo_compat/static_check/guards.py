@@ -108,7 +108,7 @@ class Evaluator:
 
     def _assigned(self, module: Module, name: str, depth: int):
         values = []
-        for node in module.tree.body:
+        for node in module.statements:  # a left-out definition (Elided) assigns nothing here, as a def does not
             if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:

@@ -217,6 +217,8 @@ def _binds(line: str, name: str) -> bool:
 def _installs_finder(module: Module) -> bool:
     import ast
 
+    if "meta_path" not in module.text and module.text.isascii():  # (an identifier is NFKC-normalised)
+        return False  # not written: the whole tree (every definition parsed) is not needed
     return any(isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in ast.walk(module.tree))
 
 
