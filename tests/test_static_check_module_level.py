@@ -64,6 +64,7 @@ def test_a_body_is_parsed_when_read_with_the_files_line_numbers(tmp_path):
         "def f():\n    return 1 + \\\n2\n\nx = 1\n",  # a backslash continuation
         "def f():\n    # a comment\n# at column 0\n    return 1\n",  # comments are not statements
         "def f():\n    return f'{x!r:>{width}}' + rb'\\'' + \"it's\"\n\nx = 1\n",  # literals the lexer must end right
+        "def f():\n    return f'{x}' + f'{\"}\"}'\n",  # a brace in a string inside a replacement field
         "@a\n@b(\n1)\ndef f(): pass\nclass C: x = 1\nasync def g(): pass\n",
     ],
 )
@@ -76,9 +77,7 @@ def test_text_whose_top_level_is_certain_reads_as_its_whole_parse(tmp_path, text
     "text",
     [
         "def f():\n    return 1\r\ndef g(): pass\rx = 1\n",  # a lone carriage return ends a line for Python
-        "def f():\n    return f'{x}' + f'{\"}\"}'\n",  # a brace in a string inside a replacement field
         "def f():\n    return 'unterminated\n",
-        "def f():\n    return (1\n",  # an unclosed bracket
     ],
 )
 def test_doubtful_text_is_parsed_whole(tmp_path, text):
@@ -90,6 +89,21 @@ def test_doubtful_text_is_parsed_whole(tmp_path, text):
         assert module is None
     else:
         assert module is not None and ast.dump(module.tree) == ast.dump(whole)
+
+
+def test_a_start_read_inside_brackets_parses_the_module_whole(tmp_path):
+    text = "def f():\n    return [\n1,\n]\n\nx = 1\n"  # "1," at column 0 is taken for a statement's start
+    assert _top_level_definitions(text) == [(1, 2, "def", "f")]
+    module = read(tmp_path, text)
+    assert not any(isinstance(statement, Elided) for statement in module.statements)
+    assert same_as_whole_parse(module, text)
+
+
+def test_a_body_that_does_not_parse_reads_as_a_definition_that_accepts_anything(tmp_path):
+    module = read(tmp_path, "import os\n\n\ndef f(x):\n    return (1\n")  # an unclosed bracket in a body
+    assert module.bound >= {"os", "f"}
+    stub = module.functions["f"]
+    assert stub.args.vararg.arg == "a" and stub.args.kwarg.arg == "k" and stub.lineno == 4
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="a replacement field holding its own quote is Python 3.12")

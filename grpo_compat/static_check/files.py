@@ -251,12 +251,18 @@ class Module:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
-            definitions = _top_level_definitions(text)
-            if definitions:  # the module level parsed alone, each top-level def and class body left out
+        except OSError:
+            return None
+        definitions = _top_level_definitions(text)
+        tree = None
+        if definitions:  # the module level parsed alone, each top-level def and class body left out
+            try:
                 tree = ast.parse(_without(text, definitions), path)
-            else:
-                tree = ast.parse(text, path)
-        except (OSError, SyntaxError, ValueError):
+            except (SyntaxError, ValueError):
+                definitions = None  # a start read inside brackets: parsed whole
+        try:
+            tree = tree or ast.parse(text, path)
+        except (SyntaxError, ValueError):
             return None
         return cls.of_tree(name, site, path, tree, text, definitions)
 
@@ -430,53 +436,55 @@ class _Definitions(Mapping):
         return len(self.found)
 
 
-# A lexer of just what decides where a logical line starts: comments, whole string literals (their prefix is read
-# back from the quote), brackets, a backslash continuation, and a line that starts at column 0 with code. A quote
-# that starts no literal it can match (an unterminated one, a newline in a one-quote string) is a doubt. The
-# lookahead lets the engine skip to the next character of interest; each loop is unrolled (no backtracking).
-_LEXEMES = re.compile(
-    r"""(?=[#'"()\[\]{}\\\n])(?:(?P<comment>\#[^\n]*)"""
-    r"""|(?P<string>"{3}[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"{3}|'{3}[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'{3}"""
-    r"""|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*')"""
-    r"""|(?P<quote>["'])|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<continued>\\\r?\n)|(?P<start>\n(?=[^ \t\r\n#])))""",
+# Where top-level statements start, read from the text with one regular expression that the engine runs to the
+# next start by itself: code, whole string literals, comments, backslash continuations and indented, blank or
+# comment lines are skipped; a newline before code at column 0 ends the match. A line that starts with a closing
+# bracket continues a statement (a signature's ``) -> bool:``). Brackets are not counted: any other column-0 line
+# inside brackets is taken for a start, and then the text parsed without the definitions holds a closing bracket
+# without its opening one, which Python refuses: the module is parsed whole (``Module.read``). A quote that starts no
+# literal the expression knows (an unterminated one) stops the match: a doubt.
+_STRING = (
+    r'"""[^"\\]*+(?:(?:\\.|"(?!""))[^"\\]*+)*+"""'
+    r"|'''[^'\\]*+(?:(?:\\.|'(?!''))[^'\\]*+)*+'''"
+    r'|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+    r"|'[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'"
+)
+_TO_NEXT_START = re.compile(
+    rf"""(?:[^'"#\\\n]++|{_STRING}|#[^\n]*+|\\\n|\\(?!\n)|\n(?=[ \t\r\n#)\]}}]|\Z))*+(?:\n(?=[^ \t\r\n#)\]}}])|\Z)""",
     re.DOTALL,
 )
+# From Python 3.12 a replacement field may hold its literal's own quote (f"{d["k"]}"), which the expression above
+# reads as two literals: a line where an f-string's field holds a quote is a doubt there.
+_FIELD_QUOTE = re.compile(r"""(?<![\w])(?:[rRbB]?[fFtT]|[fFtT][rRbB])["'][^\n]*?\{[^}\n]*?["']""")
 _DEFINITION_HEAD = re.compile(r"(?:(class)|(?:async[ \t]+)?def)[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*[(\[:]")
 
 
 def _top_level_definitions(text: str) -> list[tuple[int, int, str, str]] | None:
     """(first line, last line, "class" or "def", name) of each top-level ``def`` and ``class`` (with its
-    decorators), when where every top-level statement starts is certain from the text; None at any doubt (then
-    the whole module is parsed). Certain: every string literal matched whole (an f-string's replacement fields
-    hold no quote, backslash or comment), brackets balanced, no line ending Python counts that ``\\n`` does not
-    (a lone ``\\r``, a form feed), no null byte, nothing but ASCII in a definition's name."""
-    if text.startswith("\ufeff") or re.search(r"\r(?!\n)|[\f\v\x00]", text):
+    decorators), read from the text; None at a doubt (then the whole module is parsed): an unterminated literal, a
+    line ending Python counts that ``\\n`` does not (a lone ``\\r``, a form feed), a null byte, a byte-order mark, an
+    f-string field holding a quote (Python 3.12+). A start taken inside brackets makes the parse without the
+    definitions fail, and the module is parsed whole (``Module.read``)."""
+    if text.startswith("\ufeff") or "\f" in text or "\v" in text or "\x00" in text:
+        return None
+    if "\r" in text and re.search(r"\r(?!\n)", text):
+        return None
+    if sys.version_info >= (3, 12) and _FIELD_QUOTE.search(text):
         return None
     starts = [0]  # offsets of the lines that start a top-level logical line
-    depth = 0
-    for lexeme in _LEXEMES.finditer(text):
-        kind = lexeme.lastgroup
-        if kind == "start":
-            if depth == 0:
-                starts.append(lexeme.end())
-        elif kind == "string":
-            if not _plain_literal(text, lexeme):
-                return None
-        elif kind == "open":
-            depth += 1
-        elif kind == "close":
-            depth -= 1
-            if depth < 0:
-                return None
-        elif kind == "quote":
+    at, size = 0, len(text)
+    while at < size:
+        found = _TO_NEXT_START.match(text, at)
+        if found is None or found.end() == at:
             return None
-    if depth:
-        return None
+        at = found.end()
+        if at < size:
+            starts.append(at)
     if text[:1].isspace() or text[:1] == "#":
         starts.pop(0)  # the file's first line is not code (blank or a comment)
-    line_of = _LineNumbers(text)
-    found = []
+    found_definitions = []
     decorated = None
+    line_at, line = 0, 1  # the starts are read in order: newlines are counted from the last one
     for index, start in enumerate(starts):
         head = text[start : start + 6]
         if head.startswith("@"):
@@ -487,58 +495,14 @@ def _top_level_definitions(text: str) -> list[tuple[int, int, str, str]] | None:
         decorated = None
         if named is None:
             continue
-        end = starts[index + 1] if index + 1 < len(starts) else len(text)
-        found.append((line_of(first), line_of(end - 1) if end > start else line_of(start), "class" if named.group(1)
-                      else "def", named.group(2)))  # fmt: skip
-    return found if decorated is None else None
-
-
-def _plain_literal(text: str, lexeme) -> bool:
-    """Whether a matched string literal surely ends where Python ends it. Only an f-string (t-string) may not:
-    from Python 3.12 a replacement field may hold the literal's own quote, where the match stopped. So the
-    fields are followed: braces counted (``{{``/``}}`` outside a field are text), a quoted string inside a field
-    skipped whole, and a field still open at the end, a backslash, a comment, ``{{`` in a field or a brace inside
-    a quoted string of a field is a doubt."""
-    start = prefix = lexeme.start()
-    while prefix > max(0, start - 2) and text[prefix - 1] in "rRbBuUfFtT":
-        prefix -= 1
-    if not re.search("[fFtT]", text[prefix:start]):  # (an identifier's last letters may count: only a doubt more)
-        return True
-    literal = lexeme.group()
-    quotes = 3 if literal[:3] in ('"""', "'''") else 1
-    body = literal[quotes:-quotes]
-    depth = 0
-    at = 0
-    while at < len(body):
-        character = body[at]
-        if depth == 0:
-            if character in "{}" and body[at + 1 : at + 2] == character:
-                at += 2
-                continue
-            if character == "}":
-                return False
-            depth = 1 if character == "{" else 0
-        elif character in "\\#" or body.startswith("{{", at):
-            return False
-        elif character in "\"'":
-            end = body.find(character, at + 1)
-            if end == -1 or any(c in body[at:end] for c in "{}\\"):
-                return False
-            at = end
-        elif character == "{":
-            depth += 1
-        elif character == "}":
-            depth -= 1
-        at += 1
-    return depth == 0
-
-
-class _LineNumbers:
-    def __init__(self, text: str) -> None:
-        self.starts = [0, *(m.end() for m in re.finditer("\n", text))]
-
-    def __call__(self, offset: int) -> int:
-        return bisect.bisect_right(self.starts, offset)
+        end = starts[index + 1] if index + 1 < len(starts) else size
+        last_offset = end - 1 if end > start else start
+        line += text.count("\n", line_at, first)
+        first_line = line
+        last_line = first_line + text.count("\n", first, last_offset)
+        line_at, line = last_offset, last_line
+        found_definitions.append((first_line, last_line, "class" if named.group(1) else "def", named.group(2)))
+    return found_definitions if decorated is None else None
 
 
 def _without(text: str, definitions: list[tuple[int, int, str, str]]) -> str:
