@@ -457,9 +457,8 @@ def _decoded(path: Path) -> dict:
     """The data of ``path`` as ``matrix.api_history.encode`` writes it: a first line of JSON with the plain tables
     and, for each keyed table, its keys in order; then each of those keys' value as one line of JSON, in the same
     order. Only that first line is decoded here (decoding every value was most of a cold ``doctor``'s time)."""
-    header, _, values = gzip.decompress(path.read_bytes()).partition(b"\n")
-    data = json.loads(header)
-    lines = iter(values.split(b"\n"))
+    lines = iter(gzip.decompress(path.read_bytes()).split(b"\n"))
+    data = json.loads(next(lines))
     for table, keys in data.items():
         if table in KEYED_TABLES:
             data[table] = _LazyTable(dict(zip(keys, lines, strict=False)))  # the next len(keys) lines
