@@ -124,3 +124,18 @@ def test_the_pyarrow_numpy_record_recognises_pyarrows_own_message():
     assert record.matches("ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4")
     assert not record.matches("ImportError: pyarrow requires pandas 2.2.2 or above, pandas 2.1.4 is installed")
     assert window_distributions([record]) == ["pyarrow", "numpy"]
+
+
+def test_the_pyarrow_numpy_records_fix_is_what_the_releases_declare():
+    from grpo_compat import histories
+
+    (record,) = [failure for failure in FAILURES if failure.id == "pyarrow-26-numpy-1"]
+    # pyarrow 25 fits every datasets release (and trl 1.16's pyarrow>=21): the first way out is always open
+    for package in ("datasets", "trl"):
+        history = histories.load(package)
+        assert history.releases_accepting("pyarrow", "25.0.1") == history.releases, package
+    # numpy 2 is no way out for the ms-swift releases the fix names, and is for every later one
+    swift = histories.load("ms-swift")
+    keeping_numpy_1 = [release for release in swift.releases if release not in swift.releases_accepting("numpy", "2")]
+    assert (keeping_numpy_1[0], keeping_numpy_1[-1]) == ("3.2.0", "3.6.4") and "ms-swift 3.2 to 3.6" in record.fix
+    assert swift.releases[swift.releases.index("3.6.4") + 1 :] == swift.releases_accepting("numpy", "2")
