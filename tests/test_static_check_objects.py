@@ -148,12 +148,22 @@ def test_the_what_if_of_trl_0_24_finds_the_read_its_history_recorded_against_thi
     assert f"in transformers {installed['transformers']} sets it" in found[0]["message"]
 
 
-@pytest.mark.parametrize(("trl", "transformers"), [("0.24.0", "5.0.0"), ("0.27.2", "5.2.0")])
-def test_the_what_if_of_another_trl_is_silent_where_the_set_sets_it_or_trl_no_longer_reads_it(trl, transformers):
-    """trl 0.24.0 with transformers 5.0.0 (its PreTrainedModel still sets it) trains; trl 0.27 no longer reads it."""
+@pytest.mark.parametrize(
+    ("trl", "silent_with", "found_with"),
+    [
+        ("0.24.0", "5.0.0", "5.1.0"),  # transformers 5.0.0 still sets it: that set trains
+        ("0.27.2", "5.2.0", None),  # trl 0.27 no longer reads it (0.26.2 does, and is found with 5.2.0)
+    ],
+)
+def test_the_what_if_of_another_trl_is_silent_where_the_set_sets_it_or_trl_no_longer_reads_it(
+    trl, silent_with, found_with
+):
     _removed_in()
     installed, versions = _this_env()
-    assert what_if_findings({**versions, "trl": trl, "transformers": transformers}, installed) == []
+    assert what_if_findings({**versions, "trl": trl, "transformers": silent_with}, installed) == []
+    reading_trl = trl if found_with else "0.26.2"
+    found = what_if_findings({**versions, "trl": reading_trl, "transformers": found_with or silent_with}, installed)
+    assert [f["where"].split(":")[0] for f in found] == ["trl/trainer/grpo_trainer.py"], (reading_trl, found)
 
 
 def test_trl_history_records_the_read_from_0_14_to_0_26_and_not_after():

@@ -985,9 +985,9 @@ def what_if_findings(versions: dict[str, str], installed: dict[str, str], paths:
     trainer = trainer_in_use(versions)
     if trainer is None:
         return []
-    install = Install(paths)
     if versions.get(trainer) != installed.get(trainer):
-        return release_read_findings(install, trainer, versions, installed)
+        return release_read_findings(paths, trainer, versions, installed)
+    install = Install(paths)
     entry = TRAINER_CLASSES[trainer]
     if trainer == "ms-swift" and install.find(entry[0]) is None:
         entry = SWIFT_TRAINER_3X

@@ -564,18 +564,18 @@ def _what_if_finding(install: Install, read: _Read, versions: dict, installed: d
 # -- the what-if of another release of the trainer: its reads as the API history recorded them ------------------------
 
 
-def release_read_findings(install: Install, trainer: str, versions: dict, installed: dict) -> list[dict]:
+def release_read_findings(paths: list[str] | None, trainer: str, versions: dict, installed: dict) -> list[dict]:
     """``check --with`` where the set changes the trainer's release: the reads on annotated arguments its API history
     holds (the histories' reader runs this module's reading on each release's files, and keeps a read only where no
     file of that release stores the attribute), each judged against the set's release of the annotated class's
-    package (``_release_read_finding``)."""
+    package (``_release_read_finding``) and the installed set (``paths``: its folders, ``sys.path``)."""
     from grpo_compat.static_check.fixes import _history
 
     history, release = _history(trainer), versions.get(trainer)
-    if history is None or release is None or not history.knows(release):
-        return []
+    reads = history.argument_reads(release) if history is not None and release and history.knows(release) else []
+    install = Install(paths) if reads else None
     findings, judged = [], set()
-    for read in history.argument_reads(release):
+    for read in reads:
         if (read.parameter, read.attribute) in judged:
             continue
         for module, name in read.classes:
@@ -595,9 +595,10 @@ def _release_read_finding(install, trainer: tuple, read, module: str, name: str,
 
     What stands in for "no file of the chain's packages names it", which needs the set's release's files: where the
     set keeps the package, the installed files are them (the installed check's link, unchanged); where it changes
-    it, no class that release's API history read may assign it or have it as a member, and no installed file of those
-    packages but the chain's own may name it (the histories do not read transformers/models/*: the installed
-    concrete models stand in for the release's)."""
+    it, no class that release's API history read may assign it or have it as a member, and no installed file of
+    those packages but the chain's own may name it (the histories do not read transformers/models/*: the installed
+    concrete models stand in for the release's). In both, no class of the set's release may assign it on self (its
+    history, asked first: it needs no file parsed)."""
     from grpo_compat.core.versions import canonicalize_name
     from grpo_compat.histories import distribution_of_module
     from grpo_compat.static_check.fixes import VersionsOnly, _history, for_removed_attribute
@@ -607,6 +608,9 @@ def _release_read_finding(install, trainer: tuple, read, module: str, name: str,
     release, history = versions.get(distribution), _history(distribution)
     if release is None or history is None or not history._data.get("attributes") or history.nearest(release) is None:
         return None
+    home = _release_home(history, module, name, release)
+    if home is None or _set_anywhere_in_release(history, read.attribute, release):
+        return None  # the history first (no file parsed): a class of that release assigns it
     cls = resolve(install, module, name)
     if cls is None or not isinstance(cls.node, ast.ClassDef) or cls.node.name != name:
         return None
@@ -619,13 +623,10 @@ def _release_read_finding(install, trainer: tuple, read, module: str, name: str,
         if attribute in _set_names(chain):
             return None
     else:
-        home = _release_home(history, module, name, release)
         kept = _kept_bases(install, chain, versions, installed)
-        if home is None or _release_sets(history, *home, release, attribute, kept) is not False:
+        if _release_sets(history, *home, release, attribute, kept) is not False:
             return None
-        if _set_anywhere_in_release(history, attribute, release) or _member_anywhere_in_release(
-            history, attribute, release
-        ):
+        if _member_anywhere_in_release(history, attribute, release):
             return None
         skip = {d.module.path for d in chain}  # the installed chain's own: the release being left may set it there
     removed = _removed_by(install, chain, attribute, versions)
