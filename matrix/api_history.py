@@ -290,9 +290,10 @@ def layout(distribution: str, releases: list[str], per_release: dict[str, dict],
         "attributes": {},
         "calls": {},
         "kernels": {},
+        "argument_reads": {},
     }
     tables = {"s": "signatures", "b": "bases", "f": "fields"}
-    nested = {"c": "calls", "k": "kernels"}
+    nested = {"c": "calls", "k": "kernels", "o": "argument_reads"}
     for key, runs in history.spans_of(per_release).items():
         kind = key[0]
         pairs = [[index[first], index[last]] for first, last, _ in runs]

@@ -14,6 +14,7 @@ stored as spans of consecutive releases, ``[first, last]`` as indices into ``rel
     "attributes": {qualname: {attribute: [[i, j], ...]}}  what a class's methods assign on self
     "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], via], ...]], ...]}}
     "kernels":    {module: {name: [[i, j, {"from", "line", "imported", "needs", "uses"}], ...]}}
+    "argument_reads": {qualname: {"parameter.attribute": [[i, j, [line, [[module, class], ...]]], ...]}}
 
 (the reader's module docstring says what each fact means). The file is gzipped lines of JSON: the first holds the
 plain tables and, for each of the ``KEYED_TABLES``, its keys; then one line per key, that key's value, so a read
@@ -168,6 +169,19 @@ class SelfCall:
     positional: int  # not counting self
     keywords: tuple[str, ...]
     via: str
+
+
+@dataclass(frozen=True)
+class ArgumentRead:
+    """The GRPO trainer's ``__init__`` (of the class ``qualname`` of its chain) reads ``parameter.attribute`` on
+    line ``line`` on every build, ``parameter`` being annotated with ``classes``: (module as the release imports it
+    from, class name), each another distribution's class that reaches the read as passed."""
+
+    qualname: str
+    parameter: str
+    attribute: str
+    line: int
+    classes: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -344,6 +358,18 @@ class ApiHistory:
                     uses = tuple((function, line, tuple(callers)) for function, line, callers in value["uses"])
                     needs = tuple(value["needs"])
                     found.append(Kernel(module, name, value["from"], value["line"], value["imported"], needs, uses))
+        return found
+
+    def argument_reads(self, version: str) -> list[ArgumentRead]:
+        """What the release's GRPO trainer reads on its annotated arguments when it is built (reader's "o" facts)."""
+        found = []
+        for qualname, reads in self._data.get("argument_reads", {}).items():
+            for key in reads:
+                value = self._valued_in(reads, key, version)
+                if value:
+                    parameter, _, attribute = key.partition(".")
+                    classes = tuple((module, cls) for module, cls in value[1])
+                    found.append(ArgumentRead(qualname, parameter, attribute, value[0], classes))
         return found
 
     def _valued_in(self, table: dict, key: str, version: str):

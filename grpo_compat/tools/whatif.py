@@ -152,7 +152,8 @@ def format_report(result: dict, hypothetical: HypotheticalSet) -> str:
         if not result["import"] and not result["known_import_failures"]:
             lines.append("  nothing the histories record fails")
         if result["build"]:
-            lines.append(f"Building {trainer.split()[0]}'s GRPO trainer (its installed code, {trainer}):")
+            read = "its API history" if trainer.split()[0] in result["changed"] else "its installed code"
+            lines.append(f"Building {trainer.split()[0]}'s GRPO trainer ({read}, {trainer}):")
         for finding in result["build"]:
             already = " (so with the installed set too)" if finding["installed_too"] else ""
             lines.append(f"  error: {finding['message']} ({finding['where']}){already}")
