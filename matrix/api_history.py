@@ -290,9 +290,10 @@ def layout(distribution: str, releases: list[str], per_release: dict[str, dict],
         "attributes": {},
         "calls": {},
         "kernels": {},
+        "argument_reads": {},
     }
     tables = {"s": "signatures", "b": "bases", "f": "fields"}
-    nested = {"c": "calls", "k": "kernels"}
+    nested = {"c": "calls", "k": "kernels", "o": "argument_reads"}
     for key, runs in history.spans_of(per_release).items():
         kind = key[0]
         pairs = [[index[first], index[last]] for first, last, _ in runs]
@@ -345,10 +346,22 @@ def generate(distribution: str, offline: bool, scope: list[str] | None, workers:
     data = layout(distribution, [f.version for f in files], per_release, scope)
     target = histories.DATA / f"{distribution}.json.gz"
     target.parent.mkdir(exist_ok=True)
-    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
-    # mtime=0: the same data writes the same bytes, so regenerating shows no diff
-    target.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    target.write_bytes(encode(data))
     return target, referenced
+
+
+def encode(data: dict) -> bytes:
+    """A distribution's data file (read by ``grpo_compat.histories._decoded``): a line of JSON with the plain tables
+    and each keyed table's keys, then each of those keys' value as its own line of JSON, in the same order, gzipped.
+    Sorted keys and mtime=0: the same data writes the same bytes, so regenerating shows no diff."""
+
+    def line(value) -> str:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+    keyed = histories.KEYED_TABLES
+    header = {table: sorted(value) if table in keyed else value for table, value in sorted(data.items())}
+    values = [line(data[table][key]) for table, keys in header.items() if table in keyed for key in keys]
+    return gzip.compress("".join(f"{text}\n" for text in [line(header), *values]).encode(), compresslevel=9, mtime=0)
 
 
 def scope_of(distribution: str, referenced: set[str]) -> list[str]:

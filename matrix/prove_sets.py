@@ -120,7 +120,7 @@ def what_if(entry: dict, folder: Path) -> dict:
         record["what_if_crash"] = (done.stderr or done.stdout)[-1500:]
         return record
     record["trainer"] = result["trainer"]
-    found = result["import"] + result.get("training", []) + result["requirements"]
+    found = result["import"] + result.get("build", []) + result.get("training", []) + result["requirements"]
     record["what_if_findings"] = [f"{f['kind']}: {f['message']}" for f in found]
     record["what_if_findings"] += [f"known import failure {f['id']}" for f in result["known_import_failures"]]
     return record

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from grpo_compat.catalogue import HANDLINGS, KINDS, affecting_this_install, load_failures
+from grpo_compat.catalogue import HANDLINGS, KINDS, STOPS, affecting_this_install, load_failures, window_distributions
 from grpo_compat.core.registry import registered_patches
 from grpo_compat.core.versions import parse_window
 
@@ -92,3 +92,50 @@ def test_doctor_lists_the_known_failures_of_this_install():
     text = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor"], capture_output=True, text=True).stdout
     assert "Known failures of these versions" in text
     assert "no-learning (silent, diagnosed by trl.learning-watchdog)" in text
+
+
+def test_every_record_says_where_it_stops_in_a_known_way():
+    assert all(failure.stops in STOPS for failure in FAILURES)
+    # a record that stops the import whatever the config is a crash that no patch fixes and no setting brings about
+    assert all(f.kind == "crash" and f.handling != "fixed" and not f.hints for f in FAILURES if f.stops_the_import)
+
+
+# pyarrow beside numpy, bisected in uv envs (`import pyarrow`): 26.0.0 and 26.0.1 raise beside numpy 1.23.5 to 1.26.4,
+# 25.0.1 imports beside them; 26.0.0 imports beside numpy 2.0.0, and with no numpy at all.
+PYARROW_RAISES = [{"pyarrow": "26.0.1", "numpy": "1.26.4"}, {"pyarrow": "26.0.0", "numpy": "1.23.5"}]
+PYARROW_IMPORTS = [
+    {"pyarrow": "25.0.1", "numpy": "1.26.4"},
+    {"pyarrow": "26.0.0", "numpy": "2.0.0"},
+    {"pyarrow": "26.0.1", "numpy": "2.4.6"},
+    {"pyarrow": "26.0.1"},
+]
+
+
+@pytest.mark.parametrize("versions", PYARROW_RAISES + PYARROW_IMPORTS, ids=lambda v: "-".join(v.values()))
+def test_the_pyarrow_numpy_record_holds_exactly_the_pairs_that_raise_at_import(versions):
+    held = {"ms-swift": "3.2.2", "trl": "0.16.1", "datasets": "4.8.4", **versions}  # ms-swift 3.2 declares numpy<2
+    ids = {failure.id for failure in affecting_this_install(held)}
+    assert ("pyarrow-26-numpy-1" in ids) == (versions in PYARROW_RAISES)
+
+
+def test_the_pyarrow_numpy_record_recognises_pyarrows_own_message():
+    (record,) = [failure for failure in FAILURES if failure.id == "pyarrow-26-numpy-1"]
+    assert record.stops_the_import
+    assert record.matches("ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4")
+    assert not record.matches("ImportError: pyarrow requires pandas 2.2.2 or above, pandas 2.1.4 is installed")
+    assert window_distributions([record]) == ["pyarrow", "numpy"]
+
+
+def test_the_pyarrow_numpy_records_fix_is_what_the_releases_declare():
+    from grpo_compat import histories
+
+    (record,) = [failure for failure in FAILURES if failure.id == "pyarrow-26-numpy-1"]
+    # pyarrow 25 fits every datasets release (and trl 1.16's pyarrow>=21): the first way out is always open
+    for package in ("datasets", "trl"):
+        history = histories.load(package)
+        assert history.releases_accepting("pyarrow", "25.0.1") == history.releases, package
+    # numpy 2 is no way out for the ms-swift releases the fix names, and is for every later one
+    swift = histories.load("ms-swift")
+    keeping_numpy_1 = [release for release in swift.releases if release not in swift.releases_accepting("numpy", "2")]
+    assert (keeping_numpy_1[0], keeping_numpy_1[-1]) == ("3.2.0", "3.6.4") and "ms-swift 3.2 to 3.6" in record.fix
+    assert swift.releases[swift.releases.index("3.6.4") + 1 :] == swift.releases_accepting("numpy", "2")

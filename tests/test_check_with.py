@@ -156,6 +156,17 @@ def test_trl_0_24_on_transformers_5_3_is_the_catalogued_import_failure_and_exits
     assert clean["known_import_failures"] == [] and clean["import"] == []
 
 
+def test_numpy_1_beside_pyarrow_26_is_the_catalogued_import_failure_and_exits_1():
+    # pyarrow 26 raises in compiled code beside NumPy 1.x: no history sees it, the record says it stops the import
+    installed = {**INSTALLED, "numpy": "2.4.6", "pyarrow": "26.0.1"}
+    result = whatif.report(what_if("numpy==1.26.4", installed=installed))
+    assert [f["id"] for f in result["known_import_failures"]] == ["pyarrow-26-numpy-1"]
+    assert not result["ok"] and whatif.verdict(result).startswith("would not train")
+    # pyarrow 25 beside NumPy 1.x, and pyarrow 26 beside NumPy 2: both import
+    for pins in (("numpy==1.26.4", "pyarrow==25.0.1"), ("pyarrow==26.0.0",)):
+        assert whatif.report(what_if(*pins, installed=installed))["known_import_failures"] == []
+
+
 def test_a_pinned_pair_whose_declared_bounds_disagree_is_a_requirement_finding():
     found = hypothetical.requirement_findings(what_if("trl==1.16.0", "transformers==4.51.3"))
     assert any(f.message.startswith("trl 1.16.0 declares transformers>=") and "4.51.3" in f.message for f in found)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 
-from grpo_compat.tools.doctor import ERROR, WARNING, find_problems
+import pytest
+
+from grpo_compat.catalogue import affecting_this_install, load_failures
+from grpo_compat.core.versions import installed_version
+from grpo_compat.tools.doctor import ERROR, WARNING, environment_versions, find_problems, import_stopping_problems
 
 
 def test_ms_swift_from_3_10_without_msgspec_is_broken():
@@ -162,3 +167,51 @@ def test_doctor_all_lists_every_record_its_error_message_counts():
         [sys.executable, "-m", "grpo_compat", "doctor", "--failure", "zzzz"], capture_output=True, text=True
     )
     assert f"{len(load_failures())} records: grpo-compat doctor --all" in nowhere.stderr
+
+
+# ms-swift 3.2.2 as uv resolves it: ms-swift declares numpy<2.0, pyarrow declares no numpy, uv takes the newest pyarrow
+HELD_SWIFT_3_2 = {"ms-swift": "3.2.2", "trl": "0.16.1", "transformers": "4.50.3", "datasets": "4.8.4",
+                  "numpy": "1.26.4", "pyarrow": "26.0.1"}  # fmt: skip
+
+
+def test_a_known_failure_that_stops_the_trainers_import_is_an_error_with_the_records_fix():
+    (problem,) = import_stopping_problems(affecting_this_install(HELD_SWIFT_3_2))
+    assert problem.severity == ERROR and problem.message.startswith("known failure pyarrow-26-numpy-1: ")
+    assert problem.fix.startswith('pip install "pyarrow<26"')
+    # the fix doctor --prove trained with (pyarrow 19.0.1), pyarrow 25, and numpy 2: none is an error
+    for moved in ({"pyarrow": "19.0.1"}, {"pyarrow": "25.0.1"}, {"numpy": "2.0.0"}):
+        assert import_stopping_problems(affecting_this_install({**HELD_SWIFT_3_2, **moved})) == []
+    # a record whose failure depends on the settings is listed by doctor, never an error of the install
+    assert import_stopping_problems(affecting_this_install({"trl": "0.16.1", "transformers": "4.50.3"})) == []
+
+
+def test_doctor_reads_the_version_of_every_distribution_a_record_names():
+    versions = environment_versions(load_failures())
+    assert versions["numpy"] == installed_version("numpy") and versions["pyarrow"] == installed_version("pyarrow")
+    assert "numpy" not in environment_versions()  # no records, the patched stack alone
+
+
+def _doctor_beside(target, *pins: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """(`import pyarrow`, plain doctor) with ``pins`` installed by uv in ``target``, ahead of this env's releases."""
+    from grpo_compat.matrix.envs import uv_command
+
+    install = [*uv_command(), "pip", "install", "--quiet", "--no-deps", "--python", sys.executable, "--target"]
+    subprocess.run([*install, str(target), *pins], check=True)
+    path = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": path}
+    imported = subprocess.run([sys.executable, "-c", "import pyarrow"], capture_output=True, text=True, env=environment)
+    doctor = subprocess.run([sys.executable, "-m", "grpo_compat", "doctor", "--json"], capture_output=True, text=True,
+                            env=environment)  # fmt: skip
+    return imported, doctor
+
+
+@pytest.mark.slow
+def test_doctor_exits_1_where_pyarrow_cannot_import_beside_numpy_1_and_0_a_release_before(tmp_path):
+    (record,) = [failure for failure in load_failures() if failure.id == "pyarrow-26-numpy-1"]
+    imported, doctor = _doctor_beside(tmp_path / "26", "numpy==1.26.4", "pyarrow==26.0.0")
+    assert imported.returncode == 1 and record.matches(imported.stderr), imported.stderr[-500:]
+    errors = [p["message"] for p in json.loads(doctor.stdout)["problems"] if p["severity"] == ERROR]
+    assert doctor.returncode == 1 and errors == [f"known failure {record.id}: {record.title}"]
+    imported, doctor = _doctor_beside(tmp_path / "25", "numpy==1.26.4", "pyarrow==25.0.1")
+    assert imported.returncode == 0, imported.stderr[-500:]
+    assert doctor.returncode == 0, doctor.stdout[-2000:]

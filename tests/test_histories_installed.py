@@ -63,7 +63,8 @@ def shipped_facts(history: histories.ApiHistory, version: str, modules: set[str]
     for qualname, attributes in data.get("attributes", {}).items():
         if wanted(owner_module(qualname, facts)):
             facts.update({("a", qualname, a): 1 for a, pairs in attributes.items() if holds(pairs)})
-    for kind, table in (("c", "calls"), ("k", "kernels")):  # per class and method, per module and name
+    # per class and method, per module and name, per class and argument read
+    for kind, table in (("c", "calls"), ("k", "kernels"), ("o", "argument_reads")):
         for owner, entries in data.get(table, {}).items():
             for key, runs in entries.items():
                 for first, last, value in runs:

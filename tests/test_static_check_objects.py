@@ -121,3 +121,84 @@ def test_the_what_if_reads_the_installed_trainer_against_the_release_the_set_pic
         ("trl/trainer/grpo_trainer.py:14", f"pip install 'transformers<{removed}'", True)
     ]
     assert f"in transformers {removed} sets it" in found[0]["message"]
+
+
+# -- the what-if of another trl release: the reads trl's API history recorded by this same reading ---------------------
+
+
+def _this_env() -> tuple[dict[str, str], dict[str, str]]:
+    installed = installed_set()
+    if "trl" not in installed or "transformers" not in installed:
+        pytest.skip("this env lacks trl or transformers")
+    return installed, dict(installed)
+
+
+def test_the_what_if_of_trl_0_24_finds_the_read_its_history_recorded_against_this_env_transformers():
+    """``check --with trl==0.24.0`` in an env whose transformers no longer sets warnings_issued: trl 0.24.0's
+    GRPOTrainer.__init__ (its history) writes model.warnings_issued[...] on line 406."""
+    removed = _removed_in()
+    installed, versions = _this_env()
+    if load("transformers").releases.index(installed["transformers"]) < load("transformers").releases.index(removed):
+        pytest.skip("this env's transformers still sets warnings_issued")
+    found = what_if_findings({**versions, "trl": "0.24.0"}, installed)
+    assert [(f["where"], f["fix"]) for f in found] == [
+        ("trl/trainer/grpo_trainer.py:406", f"pip install 'transformers<{removed}'")
+    ]
+    assert found[0]["message"].startswith("trl 0.24.0's GRPOTrainer.__init__ reads model.warnings_issued")
+    assert f"in transformers {installed['transformers']} sets it" in found[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("trl", "silent_with", "found_with"),
+    [
+        ("0.24.0", "5.0.0", "5.1.0"),  # transformers 5.0.0 still sets it: that set trains
+        ("0.27.2", "5.2.0", None),  # trl 0.27 no longer reads it (0.26.2 does, and is found with 5.2.0)
+    ],
+)
+def test_the_what_if_of_another_trl_is_silent_where_the_set_sets_it_or_trl_no_longer_reads_it(
+    trl, silent_with, found_with
+):
+    _removed_in()
+    installed, versions = _this_env()
+    assert what_if_findings({**versions, "trl": trl, "transformers": silent_with}, installed) == []
+    reading_trl = trl if found_with else "0.26.2"
+    found = what_if_findings({**versions, "trl": reading_trl, "transformers": found_with or silent_with}, installed)
+    assert [f["where"].split(":")[0] for f in found] == ["trl/trainer/grpo_trainer.py"], (reading_trl, found)
+
+
+def test_trl_history_records_the_read_from_0_14_to_0_26_and_not_after():
+    history = load("trl")
+    reading = {r: [(a.parameter, a.attribute) for a in history.argument_reads(r)] for r in history.releases}
+    read = [r for r, reads in reading.items() if ("model", "warnings_issued") in reads]
+    assert read and read[0] == "0.14.0" and read[-1].startswith("0.26."), read
+    assert ("model", "warnings_issued") not in reading["0.27.2"]
+
+
+def _release_reads(tmp_path, **shape) -> dict:
+    from grpo_compat.histories import reader
+    from grpo_compat.settings import extract
+
+    folder = tmp_path / "release"
+    folder.mkdir()
+    _tree(folder, **shape)
+    facts, _ = reader.read_release(extract.Source(folder, "trl"), None, True)
+    return {key: value for key, value in facts.items() if key[0] == "o"}
+
+
+def test_the_histories_reader_records_the_read_as_the_installed_check_judges_it(tmp_path):
+    key = ("o", "trl.trainer.grpo_trainer.GRPOTrainer", "model.warnings_issued")
+    assert _release_reads(tmp_path) == {key: [14, [["transformers", "PreTrainedModel"]]]}
+
+
+@pytest.mark.parametrize(
+    ("case", "shape"),
+    [
+        ("a hasattr test", {"read": 'if hasattr(model, "warnings_issued"): ' + READ}),
+        ("a rebinding every model takes", {"rebind": "model = wrap(model, None)"}),
+        ("a rebinding a model takes", {"rebind": "if isinstance(model, PreTrainedModel): model = wrap(model, None)"}),
+        ("no annotation", {"parameter": "model"}),
+        ("the release stores it", {"extra": "def prepare(model):\n    model.warnings_issued = {}\n"}),
+    ],
+)
+def test_the_histories_reader_leaves_out_a_read_the_check_would_not_judge(tmp_path, case, shape):
+    assert _release_reads(tmp_path, **shape) == {}, case

@@ -22,6 +22,10 @@ from grpo_compat.core.versions import parse_window, window_problem
 
 KINDS = ("crash", "misleading", "silent", "hang")
 HANDLINGS = ("fixed", "refused", "diagnosed", "explained")
+# Where every install in a record's window stops, whatever its config, model and settings ("" where that depends on
+# them): "import", the GRPO trainer's module cannot be imported. doctor and the what-if report such a record as an
+# error (exit 1) where the reading of the code cannot see the failure itself (a check in compiled code).
+STOPS = ("", "import")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,13 @@ class Failure:
     patches: tuple[str, ...]  # the patches that name this record in their declaration (catalogue=)
     reproduced: str
     confirmed: bool = True  # False: reported, but it did not reproduce here; never listed as affecting an install
+    stops: str = ""  # one of STOPS: where every install in the window fails, whatever its config
+
+    @property
+    def stops_the_import(self) -> bool:
+        """Every install in the window fails to import the GRPO trainer's module: an error wherever the versions
+        fall in the window, with no config or model to wait for."""
+        return self.stops == "import"
 
     def affects_versions(self, versions: dict[str, str | None] | None = None) -> bool:
         """Whether these versions (default: the installed ones) fall in one of the record's windows."""
@@ -116,6 +127,7 @@ def load_failures(patches: Iterable[Any] | None = None) -> list[Failure]:
                     patches=tuple(handled_by.get(record["id"], ())),
                     reproduced=record["reproduced"],
                     confirmed=record.get("confirmed", True),
+                    stops=record.get("stops", ""),
                 )
             )
         except KeyError as missing:
@@ -126,6 +138,12 @@ def load_failures(patches: Iterable[Any] | None = None) -> list[Failure]:
 def affecting_this_install(versions: dict[str, str | None] | None = None) -> list[Failure]:
     """The records whose windows the installed versions (or ``versions``) fall in."""
     return [failure for failure in load_failures() if failure.affects_versions(versions)]
+
+
+def window_distributions(failures: Iterable[Failure]) -> list[str]:
+    """Every distribution the records' windows name (pyarrow, numpy, ...), in the order first named: what a reader
+    of the installed versions must look up for the windows to be judged."""
+    return list(dict.fromkeys(parse_window(window)[0] for f in failures for windows in f.affects for window in windows))
 
 
 EVIDENCE_PAGE = "developing/failure-evidence.md"

@@ -14,8 +14,11 @@ stored as spans of consecutive releases, ``[first, last]`` as indices into ``rel
     "attributes": {qualname: {attribute: [[i, j], ...]}}  what a class's methods assign on self
     "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], via], ...]], ...]}}
     "kernels":    {module: {name: [[i, j, {"from", "line", "imported", "needs", "uses"}], ...]}}
+    "argument_reads": {qualname: {"parameter.attribute": [[i, j, [line, [[module, class], ...]]], ...]}}
 
-(the reader's module docstring says what each fact means).
+(the reader's module docstring says what each fact means). The file is gzipped lines of JSON: the first holds the
+plain tables and, for each of the ``KEYED_TABLES``, its keys; then one line per key, that key's value, so a read
+decodes the values of the keys a question asks and no others (``_decoded``).
 
 The contract the static check and ``explain`` use is /work/coord/HISTORIES_API.md (module docstring of record:
 ``DISTRIBUTIONS``, ``load``, ``distribution_of_module``, ``ApiHistory``, ``Signature``, ``ModuleImport``).
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import marshal
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -167,6 +169,19 @@ class SelfCall:
     positional: int  # not counting self
     keywords: tuple[str, ...]
     via: str
+
+
+@dataclass(frozen=True)
+class ArgumentRead:
+    """The GRPO trainer's ``__init__`` (of the class ``qualname`` of its chain) reads ``parameter.attribute`` on
+    line ``line`` on every build, ``parameter`` being annotated with ``classes``: (module as the release imports it
+    from, class name), each another distribution's class that reaches the read as passed."""
+
+    qualname: str
+    parameter: str
+    attribute: str
+    line: int
+    classes: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -345,6 +360,18 @@ class ApiHistory:
                     found.append(Kernel(module, name, value["from"], value["line"], value["imported"], needs, uses))
         return found
 
+    def argument_reads(self, version: str) -> list[ArgumentRead]:
+        """What the release's GRPO trainer reads on its annotated arguments when it is built (reader's "o" facts)."""
+        found = []
+        for qualname, reads in self._data.get("argument_reads", {}).items():
+            for key in reads:
+                value = self._valued_in(reads, key, version)
+                if value:
+                    parameter, _, attribute = key.partition(".")
+                    classes = tuple((module, cls) for module, cls in value[1])
+                    found.append(ArgumentRead(qualname, parameter, attribute, value[0], classes))
+        return found
+
     def _valued_in(self, table: dict, key: str, version: str):
         i = self._at(version)
         for first, last, value in table.get(key, []):
@@ -418,12 +445,13 @@ def load(distribution: str) -> ApiHistory | None:
     return ApiHistory(_decoded(path))
 
 
-# The tables keyed by module or qualified name: a question reads a few hundred of their tens of thousands of keys.
-KEYED_TABLES = ("modules", "names", "imports", "signatures", "bases", "fields")
+# The tables keyed by module or qualified name (or a module's kernels): a question reads a few hundred of their tens
+# of thousands of keys, so each key's value is its own line of JSON in the data, decoded when first read.
+KEYED_TABLES = ("modules", "names", "imports", "signatures", "bases", "fields", "attributes", "calls", "kernels")
 
 
 class _LazyTable(Mapping):
-    """A keyed table whose values are decoded on first read (``marshal`` bytes from the derived copy)."""
+    """A keyed table whose values are decoded on first read (each key's JSON text, as the data file holds it)."""
 
     __slots__ = ("_decoded", "_encoded")
 
@@ -435,7 +463,7 @@ class _LazyTable(Mapping):
         try:
             return self._decoded[key]
         except KeyError:
-            value = self._decoded[key] = marshal.loads(self._encoded[key])
+            value = self._decoded[key] = json.loads(self._encoded[key])
             return value
 
     def get(self, key: str, default=None):
@@ -452,49 +480,14 @@ class _LazyTable(Mapping):
 
 
 def _decoded(path: Path) -> dict:
-    """The data of ``path``, from a derived copy in the user's cache where one was written for these bytes.
-
-    Decoding the JSON of every distribution a set holds was most of a what-if's time (1.5-2 s of CPU); the derived
-    copy keeps each key of the keyed tables as its own ``marshal`` bytes, decoded when a question reads it. It is
-    named by the data file's hash (and Python's version, for marshal), so a newer grpo_compat or regenerated data
-    never reads an older copy; where it cannot be written the JSON is read each time."""
-    import gc
-    import hashlib
-    import os
-    import sys
-
-    from grpo_compat.core.paths import user_cache_folder
-
-    packed = path.read_bytes()
-    digest = hashlib.sha256(packed).hexdigest()[:16]
-    name = path.name.removesuffix(".json.gz")
-    python = f"{sys.implementation.cache_tag}-{marshal.version}"
-    copy = Path(user_cache_folder("histories"), f"{name}-{digest}-{python}.marshal")
-    collecting = gc.isenabled()
-    gc.disable()  # millions of small lists, none in a cycle: the cyclic collector ran over them again and again
-    try:
-        try:
-            derived = marshal.loads(copy.read_bytes())
-            data = derived["plain"]
-            data.update({table: _LazyTable(keys) for table, keys in derived["keyed"].items()})
-            return data
-        except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
-            pass  # not written yet, or unreadable: decoded from the JSON, and written again
-        data = json.loads(gzip.decompress(packed))
-        keyed = {t: {k: marshal.dumps(v) for k, v in data[t].items()} for t in KEYED_TABLES if t in data}
-        plain = {t: v for t, v in data.items() if t not in keyed}
-        try:
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            older = re.compile(rf"{re.escape(name)}-[0-9a-f]{{16}}-{re.escape(python)}\.marshal")
-            for stale in copy.parent.iterdir():  # an older grpo_compat's copy of this distribution, for this Python
-                if stale != copy and older.fullmatch(stale.name):
-                    stale.unlink(missing_ok=True)
-            temporary = copy.with_name(f"{copy.name}.{os.getpid()}")
-            temporary.write_bytes(marshal.dumps({"plain": plain, "keyed": keyed}))
-            os.replace(temporary, copy)
-        except OSError:
-            pass  # a read-only home: decoded from the JSON next time too
-        return data
-    finally:
-        if collecting:
-            gc.enable()
+    """The data of ``path`` as ``matrix.api_history.encode`` writes it: a first line of JSON with the plain tables
+    and, for each keyed table, its keys in order; then each of those keys' value as one line of JSON, in the same
+    order. Only that first line is decoded here (decoding every value was most of a cold ``doctor``'s time)."""
+    lines = iter(gzip.decompress(path.read_bytes()).split(b"\n"))
+    data = json.loads(next(lines))
+    for table, keys in data.items():
+        if table in KEYED_TABLES:
+            data[table] = _LazyTable(dict(zip(keys, lines, strict=False)))  # the next len(keys) lines
+    if list(lines) != [b""]:  # the last value's line break, and nothing after it
+        raise ValueError(f"{path}: not the layout matrix.api_history writes (its keys and values do not pair up)")
+    return data

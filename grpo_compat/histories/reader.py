@@ -25,9 +25,16 @@ one span (``spans``):
         an optional compiled kernel: ``try: from <from> import <imported> as name except ImportError: name = None``,
         whose import needs the other distributions' modules ``needs``, and ``uses``: [[function, line, [modules
         whose classes call the function unconditionally]], ...] where the function calls ``name`` untested
+    ("o", qualname, "parameter.attribute")         -> [line, [[module, class], ...]]
+        the GRPO trainer's ``__init__`` (of the class ``qualname`` of its chain; trl's trainer only) reads
+        ``parameter.attribute`` on an argument annotated with another distribution's classes, each named as the
+        release imports it (``["transformers", "PreTrainedModel"]``): the reads static_check/objects.py judges (in
+        a statement of the running ``__init__``'s own body, untested, a class of the annotation reaching it as
+        passed), kept only where no file of the release stores the attribute on anything
 
-The calls, attributes and kernels are read by the static check's own analysis (grpo_compat.static_check.calls,
-attributes, builds) run on the release's trees: the what-if judges a set by the same reading as the installed check.
+The calls, attributes, kernels and argument reads are read by the static check's own analysis
+(grpo_compat.static_check.calls, attributes, builds, objects) run on the release's trees: the what-if judges a set
+by the same reading as the installed check.
 """
 
 from __future__ import annotations
@@ -50,6 +57,9 @@ _ABSOLUTE_IMPORT = re.compile(
     re.MULTILINE,
 )
 _LAZY_MARKERS = ("_LazyModule", "_import_structure", "def __getattr__", "MODULE_ATTRS")
+# The packages whose GRPO trainer's reads of annotated arguments are recorded ("o" facts): its module and class
+# (grpo_compat.static_check.TRAINER_CLASSES["trl"]; ms-swift's trainer builds trl's, another package's release).
+ARGUMENT_READS_OF = {"trl": ("trl.trainer.grpo_trainer", "GRPOTrainer")}
 
 
 def module_of(path: str) -> str:
@@ -247,6 +257,8 @@ class ReleaseReader:
             self.facts[("f", qualname)] = self._fields(path, node)
         self._read_chain_calls()
         self._read_kernels()
+        if self.bodies and self.source.package in ARGUMENT_READS_OF:
+            self.facts.update(argument_reads(self.source, ARGUMENT_READS_OF[self.source.package]))
         for path, imported in self.source._imports.items():  # the next release reuses the import maps too
             if path in self.memo:
                 self.memo[path][3]["imported"] = imported
@@ -490,6 +502,80 @@ class _ReleaseFiles:
     def mentioning(self, word: str) -> list[str]:
         """The modules whose text holds ``word``."""
         return [module_of(path) for path in self.source.paths if word in self.source.text(path)]
+
+
+class _ForeignModule:
+    """A module of another distribution that a release imports from: every name asked of it is a class with no body
+    or bases (the same node each time), which the histories of that distribution judge (objects.py's reading run on
+    one release's files: ``from transformers import PreTrainedModel`` resolves to it)."""
+
+    site, path, text, tree = ".", "", "", None
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.classes = _ForeignClasses()
+        self.functions: dict = {}
+        self.imports: list = []
+        self.lazy: dict = {}
+        self.stars: list = []
+
+
+class _ForeignClasses(dict):
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.isidentifier()
+
+    def __missing__(self, name: str) -> ast.ClassDef:
+        node = self[name] = ast.ClassDef(name=name, bases=[], keywords=[], body=[], decorator_list=[])
+        return node
+
+
+class _ReleaseInstall(_ReleaseFiles):
+    """A release's files as objects.py reads an install's: a module of another distribution is a _ForeignModule;
+    nothing is installed, so no version is known and an availability check finds nothing."""
+
+    evaluator = None
+
+    def module(self, name: str):
+        if name.split(".")[0] == self.source.package:
+            return super().module(name)
+        if name not in self._modules:
+            self._modules[name] = _ForeignModule(name)
+        return self._modules[name]
+
+    def version(self, _distribution: str) -> None:
+        return None
+
+    def owner(self, module: str) -> str:
+        return module.split(".")[0]
+
+
+def argument_reads(source: extract.Source, entry: tuple[str, str]) -> dict[tuple, list]:
+    """("o", ...) facts: the reads objects.py judges on the trainer's annotated arguments, where every class that
+    reaches the read is another distribution's (what that distribution's release sets is judged from its history),
+    and no file of this release stores the attribute on anything (``x.X = ...``, ``setattr(x, "X", ...)``)."""
+    from grpo_compat.static_check.objects import _reads_of_annotated, names_in
+
+    install = _ReleaseInstall(source)
+    found: dict[tuple, list] = {}
+    stored: dict[str, bool] = {}
+    for read in _reads_of_annotated(install, entry, None, unset=False):
+        if not isinstance(read.cls.module, _ForeignModule):
+            continue  # one of the release's own classes (GRPOConfig): its chain crosses into another package
+        if read.attribute not in stored:
+            needle = read.attribute.encode()
+            stored[read.attribute] = any(
+                names_in(source.text(path).encode(), needle, read.attribute, stores_only=True)
+                for path in source.paths
+                if read.attribute in source.text(path)
+            )
+        if stored[read.attribute]:
+            continue
+        definition = read.order[read.index]
+        key = ("o", f"{definition.module.name}.{definition.node.name}", f"{read.name}.{read.attribute}")
+        classes = found.setdefault(key, [read.line, []])[1]
+        if [read.cls.module.name, read.cls.node.name] not in classes:
+            classes.append([read.cls.module.name, read.cls.node.name])
+    return found
 
 
 def _kernel_candidates(checked) -> list[tuple]:

@@ -890,9 +890,10 @@ class TrainerChain(HistoryWalk):
 
     def _path(self, distribution: str, module: str) -> str:
         """A module's file, as the installed check names it (``transformers/trainer.py``)."""
+        from grpo_compat.static_check.objects import _release_path
+
         history, version = self._release(distribution)
-        package = any(m.startswith(module + ".") for m in history.modules(version))
-        return module.replace(".", "/") + ("/__init__.py" if package else ".py")
+        return _release_path(history, module, version)
 
     # -- optional compiled kernels
     def kernel_findings(self, distribution: str) -> list[WhatIfFinding]:
@@ -972,17 +973,20 @@ def requirement_findings(hypothetical: HypotheticalSet) -> list[WhatIfFinding]:
 
 def what_if_findings(versions: dict[str, str], installed: dict[str, str], paths: list[str] | None = None) -> list[dict]:
     """``check --with`` / ``--requirements``: the reads above, where the set keeps the installed release of the
-    trainer's package (its installed files are that release's code; the histories do not record reads) and changes
-    the package of an annotated class: that release's chain, from its API history, must not set the attribute a
-    release of it had. Each finding as a dict (kind, message, where, fix, installed_too). ``paths``: the folders
-    of the installed set (``sys.path``)."""
+    trainer's package (its installed files are that release's code) and changes the package of an annotated class:
+    that release's chain, from its API history, must not set the attribute a release of it had. Where the set
+    changes trl, the reads its API history recorded for that release (objects.release_read_findings). Each finding
+    as a dict (kind, message, where, fix, installed_too). ``paths``: the folders of the installed set
+    (``sys.path``)."""
     from grpo_compat.static_check import SWIFT_TRAINER_3X, TRAINER_CLASSES
     from grpo_compat.static_check.files import Install
-    from grpo_compat.static_check.objects import _reads_of_annotated, _what_if_finding
+    from grpo_compat.static_check.objects import _reads_of_annotated, _what_if_finding, release_read_findings
 
     trainer = trainer_in_use(versions)
-    if trainer is None or versions.get(trainer) != installed.get(trainer):
+    if trainer is None:
         return []
+    if versions.get(trainer) != installed.get(trainer):
+        return release_read_findings(paths, trainer, versions, installed)
     install = Install(paths)
     entry = TRAINER_CLASSES[trainer]
     if trainer == "ms-swift" and install.find(entry[0]) is None:

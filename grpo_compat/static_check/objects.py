@@ -395,6 +395,11 @@ def _names(path: str, needle: bytes, attribute: str, stores_only: bool) -> bool:
             data = handle.read()
     except OSError:
         return False
+    return names_in(data, needle, attribute, stores_only)
+
+
+def names_in(data: bytes, needle: bytes, attribute: str, stores_only: bool) -> bool:
+    """Whether a file's bytes name the attribute in code (``_named_anywhere``'s test of one file)."""
     if needle not in data:
         return False
     try:
@@ -432,16 +437,23 @@ def _said(install, read: _Read, distribution, version, had, spans, first_without
     definition = read.order[read.index]
     owner = install.owner(definition.module.name)
     where = f"{definition.module.relative_path}:{read.line}"
+    reader = (f"{owner} {install.version(owner)}", definition.node.name, where)
+    package = (distribution, version)
+    return owner, _message(reader, read.name, read.attribute, read.cls.node.name, package, had, spans, first_without)
+
+
+def _message(reader: tuple, name: str, attribute: str, cls: str, package: tuple, had, spans, first_without) -> str:
+    """``reader``: (its distribution and release, the class whose ``__init__`` reads, where); ``package``: the
+    annotated class's distribution and the release judged."""
+    owner, init_class, where = reader
+    distribution, version = package
     had_it = ", ".join(first if first == last else f"{first}-{last}" for first, last in spans)
     removed_in = f", removed in {first_without}" if first_without else ""
-    cls, name, attribute = read.cls.node.name, read.name, read.attribute
-    message = (
-        f"{owner} {install.version(owner)}'s {definition.node.name}.__init__ reads {name}.{attribute} ({where}) on "
-        f"every build, {name} being a {cls} (its annotation), and no class of {cls}'s chain in {distribution} "
-        f"{version} sets it ({distribution} had it on {had.node.name} in {had_it}{removed_in}): "
-        f"'{cls}' object has no attribute '{attribute}'"
+    return (
+        f"{owner}'s {init_class}.__init__ reads {name}.{attribute} ({where}) on every build, {name} being a {cls} "
+        f"(its annotation), and no class of {cls}'s chain in {distribution} {version} sets it ({distribution} had it "
+        f"on {had.node.name} in {had_it}{removed_in}): '{cls}' object has no attribute '{attribute}'"
     )
-    return owner, message
 
 
 def _release_sets(history, module: str, cls: str, release: str, attribute: str, kept: dict, depth: int = 0):
@@ -494,6 +506,24 @@ def _set_anywhere_in_release(history, attribute: str, release: str) -> bool:
     )
 
 
+def _kept_bases(install: Install, chain: list[Definition], versions: dict, installed: dict) -> dict[str, set[str]]:
+    """The bases of an installed chain that a set keeps as installed (every class of their own chain is of a package
+    the set has at its installed release): each one's text -> the names its installed chain sets."""
+    from grpo_compat.core.versions import canonicalize_name
+
+    kept = {}
+    for definition in chain:
+        for base in definition.node.bases:
+            found = _resolve_class(install, definition.module, base)
+            closed = _closed_chain(install, found) if found is not None else None
+            if closed is not None and all(
+                versions.get(name) is not None and versions[name] == installed.get(name)
+                for name in (canonicalize_name(install.owner(d.module.name)) for d in closed)
+            ):
+                kept[ast.unparse(base)] = _set_names(closed)
+    return kept
+
+
 def _what_if_finding(install: Install, read: _Read, versions: dict, installed: dict) -> dict[str, str] | None:
     from grpo_compat.core.versions import canonicalize_name
     from grpo_compat.static_check.fixes import VersionsOnly, _history, for_removed_attribute
@@ -509,15 +539,7 @@ def _what_if_finding(install: Install, read: _Read, versions: dict, installed: d
         return None  # a history without self-assignments cannot say a release does not set it
     if any(distribution_of(d) not in versions for d in read.chain):
         return None
-    kept = {}  # a base of a package the set keeps: its text -> the names its installed chain sets
-    for definition in read.chain:
-        for base in definition.node.bases:
-            found = _resolve_class(install, definition.module, base)
-            chain = _closed_chain(install, found) if found is not None else None
-            if chain is not None and all(
-                versions[distribution_of(d)] == installed.get(distribution_of(d)) for d in chain
-            ):
-                kept[ast.unparse(base)] = _set_names(chain)
+    kept = _kept_bases(install, read.chain, versions, installed)
     if _release_sets(history, read.cls.module.name, read.cls.node.name, release, read.attribute, kept) is not False:
         return None
     removed = _removed_by(install, read.chain, read.attribute, versions)
@@ -537,3 +559,107 @@ def _what_if_finding(install: Install, read: _Read, versions: dict, installed: d
     where = f"{read.order[read.index].module.relative_path}:{read.line}"
     installed_too = read.attribute not in read.names
     return {"kind": "attribute", "message": message, "where": where, "fix": fix, "installed_too": installed_too}
+
+
+# -- the what-if of another release of the trainer: its reads as the API history recorded them ------------------------
+
+
+def release_read_findings(paths: list[str] | None, trainer: str, versions: dict, installed: dict) -> list[dict]:
+    """``check --with`` where the set changes the trainer's release: the reads on annotated arguments its API history
+    holds (the histories' reader runs this module's reading on each release's files, and keeps a read only where no
+    file of that release stores the attribute), each judged against the set's release of the annotated class's
+    package (``_release_read_finding``) and the installed set (``paths``: its folders, ``sys.path``)."""
+    from grpo_compat.static_check.fixes import _history
+
+    history, release = _history(trainer), versions.get(trainer)
+    reads = history.argument_reads(release) if history is not None and release and history.knows(release) else []
+    install = Install(paths) if reads else None
+    findings, judged = [], set()
+    for read in reads:
+        if (read.parameter, read.attribute) in judged:
+            continue
+        for module, name in read.classes:
+            trainer_release = (trainer, release, history)
+            finding = _release_read_finding(install, trainer_release, read, module, name, versions, installed)
+            if finding is not None:
+                judged.add((read.parameter, read.attribute))
+                findings.append(finding)
+                break
+    return findings
+
+
+def _release_read_finding(install, trainer: tuple, read, module: str, name: str, versions: dict, installed: dict):
+    """One recorded read of ``name`` (imported from ``module``) judged as ``_what_if_finding`` judges an installed
+    read: the class resolves in the installed set to a class of the package the set has, its installed chain is
+    closed, and the set's release of that package does not set the attribute while an earlier one had it.
+
+    What stands in for "no file of the chain's packages names it", which needs the set's release's files: where the
+    set keeps the package, the installed files are them (the installed check's link, unchanged); where it changes
+    it, no class that release's API history read may assign it or have it as a member, and no installed file of
+    those packages but the chain's own may name it (the histories do not read transformers/models/*: the installed
+    concrete models stand in for the release's). In both, no class of the set's release may assign it on self (its
+    history, asked first: it needs no file parsed)."""
+    from grpo_compat.core.versions import canonicalize_name
+    from grpo_compat.histories import distribution_of_module
+    from grpo_compat.static_check.fixes import VersionsOnly, _history, for_removed_attribute
+
+    owner, owner_release, owner_history = trainer
+    distribution = canonicalize_name(distribution_of_module(module) or "")
+    release, history = versions.get(distribution), _history(distribution)
+    if release is None or history is None or not history._data.get("attributes") or history.nearest(release) is None:
+        return None
+    home = _release_home(history, module, name, release)
+    if home is None or _set_anywhere_in_release(history, read.attribute, release):
+        return None  # the history first (no file parsed): a class of that release assigns it
+    cls = resolve(install, module, name)
+    if cls is None or not isinstance(cls.node, ast.ClassDef) or cls.node.name != name:
+        return None
+    chain = _closed_chain(install, cls)
+    distributions = None if chain is None else [canonicalize_name(install.owner(d.module.name)) for d in chain]
+    if chain is None or distributions[0] != distribution or any(d not in versions for d in distributions):
+        return None
+    attribute, skip = read.attribute, set()
+    if release == installed.get(distribution):
+        if attribute in _set_names(chain):
+            return None
+    else:
+        kept = _kept_bases(install, chain, versions, installed)
+        if _release_sets(history, *home, release, attribute, kept) is not False:
+            return None
+        if _member_anywhere_in_release(history, attribute, release):
+            return None
+        skip = {d.module.path for d in chain}  # the installed chain's own: the release being left may set it there
+    removed = _removed_by(install, chain, attribute, versions)
+    if removed is None or canonicalize_name(removed[0]) != distribution:
+        return None
+    if _named_anywhere(install, {d.module.name.split(".")[0] for d in chain}, attribute, False, skip=skip):
+        return None
+    _, had, spans, first_without = removed
+    path = _release_path(owner_history, read.qualname.rpartition(".")[0], owner_release)
+    where = f"{path}:{read.line}"
+    reader = (f"{owner} {owner_release}", read.qualname.rpartition(".")[2], where)
+    message = _message(reader, read.parameter, attribute, name, (removed[0], release), had, spans, first_without)
+    fix = for_removed_attribute(VersionsOnly(versions), removed[0], had.node.name, attribute, spans, owner)
+    already = installed.get(owner) and any(
+        r.parameter == read.parameter and r.attribute == attribute
+        for r in owner_history.argument_reads(installed[owner])
+    )
+    installed_too = bool(already) and attribute not in _set_names(chain)
+    return {"kind": "attribute", "message": message, "where": where, "fix": fix, "installed_too": installed_too}
+
+
+def _member_anywhere_in_release(history, attribute: str, release: str) -> bool:
+    """Whether any class the release's API history read has the attribute as a member (a class attribute, a method
+    or a property)."""
+    suffix = f".{attribute}"
+    for module in history.modules(release):
+        names = history._data["names"].get(module, ())
+        if any(name.endswith(suffix) and history.has(module, name, release) for name in names):
+            return True
+    return False
+
+
+def _release_path(history, module: str, release: str) -> str:
+    """A module's file in a release, as the installed check names it (``trl/trainer/grpo_trainer.py``)."""
+    package = any(m.startswith(module + ".") for m in history.modules(release))
+    return module.replace(".", "/") + ("/__init__.py" if package else ".py")

@@ -147,9 +147,23 @@ def vllm_pair_problems(pair: dict | None) -> list[Problem]:
     ]
 
 
-def environment_versions() -> dict[str, str | None]:
-    extra = ("msgspec", *CUDA_RUNTIME_DISTRIBUTIONS)
-    return {name: installed_version(name) for name in (*TRACKED_DISTRIBUTIONS, *extra)}
+def environment_versions(failures: list | None = None) -> dict[str, str | None]:
+    """The installed versions doctor judges: the patched stack's, and every distribution a window of ``failures``
+    (catalogue records) names, so that a record on pyarrow and numpy is judged on theirs."""
+    from grpo_compat.catalogue import window_distributions
+
+    extra = ("msgspec", *CUDA_RUNTIME_DISTRIBUTIONS, *window_distributions(failures or ()))
+    return {name: installed_version(name) for name in dict.fromkeys((*TRACKED_DISTRIBUTIONS, *extra))}
+
+
+def import_stopping_problems(known: list) -> list[Problem]:
+    """The known failures of these versions that stop the GRPO trainer's import whatever the config (their record
+    says so: a check in compiled code, which the reading of the sources cannot see): errors, with the record's fix."""
+    return [
+        Problem(ERROR, f"known failure {failure.id}: {failure.title}", failure.fix)
+        for failure in known
+        if failure.stops_the_import
+    ]
 
 
 def diagnose() -> dict:
@@ -159,15 +173,16 @@ def diagnose() -> dict:
     from grpo_compat.core.engine import Engine
     from grpo_compat.core.tested import newer_than_tested
 
-    versions = environment_versions()
+    records = load_failures()
+    versions = environment_versions(records)
     plan = Engine().plan()
     pair = vllm_pair()
     found = static_check.check()
     problems = find_problems(versions) + requirement_conflicts() + vllm_pair_problems(pair)
     # Each finding stops the trainer (at import, construction or the first step): an error, so doctor exits 1.
     problems += [Problem(ERROR, f"{f.message} ({f.where})", f.fix) for f in found]
-    records = load_failures()
     known = [failure for failure in records if failure.affects_versions(versions)]
+    problems += import_stopping_problems(known)
     patches = [patch.to_dict() for patch in plan.patches]
     return {
         "ok": not any(p.severity == ERROR for p in problems),

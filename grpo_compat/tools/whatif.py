@@ -68,7 +68,10 @@ def stops_the_trainer_import(failure) -> bool:
     """A catalogue record that says the GRPO trainer's own module fails to import: a crash no patch fixes, not tied
     to settings (no hints), whose error pattern is an import failure of the trainer's package. Whatever the config,
     such a set does not train (trl < 0.29 on transformers >= 5.3: an always-true availability check, which the API
-    histories cannot see, since they record names and signatures, not what a function returns)."""
+    histories cannot see, since they record names and signatures, not what a function returns); or one that says so
+    itself (``stops = "import"``: pyarrow 26 beside NumPy 1.x raises in compiled code)."""
+    if failure.stops_the_import:
+        return True
     if failure.kind != "crash" or failure.handling == "fixed" or failure.hints:
         return False
     for pattern in failure.patterns:
@@ -149,7 +152,8 @@ def format_report(result: dict, hypothetical: HypotheticalSet) -> str:
         if not result["import"] and not result["known_import_failures"]:
             lines.append("  nothing the histories record fails")
         if result["build"]:
-            lines.append(f"Building {trainer.split()[0]}'s GRPO trainer (its installed code, {trainer}):")
+            read = "its API history" if trainer.split()[0] in result["changed"] else "its installed code"
+            lines.append(f"Building {trainer.split()[0]}'s GRPO trainer ({read}, {trainer}):")
         for finding in result["build"]:
             already = " (so with the installed set too)" if finding["installed_too"] else ""
             lines.append(f"  error: {finding['message']} ({finding['where']}){already}")
