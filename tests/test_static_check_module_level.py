@@ -126,3 +126,13 @@ def test_the_keyword_reading_parses_every_definition_that_may_call_a_name(tmp_pa
     wanted = {ast.unparse(call) for call in judged_calls(module, None, {"build"}, named_callees=True)}
     assert wanted == {"build(x=1)", "build(x=2)", "build(x=3)"}
     assert [f.node is None for f in module.functions.found.values()] == [False, False, False, True, True]
+
+
+def test_the_checks_walk_visits_what_ast_walk_visits_in_the_same_order():
+    from grpo_compat.static_check.files import walk
+
+    folder = os.path.dirname(trl.__file__)
+    for name in ("trainer/grpo_trainer.py", "trainer/grpo_config.py", "import_utils.py"):
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        assert [id(node) for node in walk(tree)] == [id(node) for node in ast.walk(tree)]

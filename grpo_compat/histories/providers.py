@@ -37,15 +37,19 @@ def top_level_of_paths(paths: Iterable[str]) -> set[str]:
     (``msgspec/__init__.py``; a folder without one is a namespace package, importable too), modules
     (``six.py``), compiled modules (``_cffi_backend.cpython-312-x86_64-linux-gnu.so``). Scripts (``../../bin``),
     metadata and ``.pth`` files are not modules; ``name.data/purelib/...`` installs into the site folder."""
-    found = set()
+    found: set[str] = set()
+    seen: set[tuple[str, bool]] = set()  # a RECORD lists thousands of files under a few top-level names
     for path in paths:
-        parts = path.replace("\\", "/").split("/")
-        if parts[0].endswith(".data") and len(parts) > 2 and parts[1] in ("purelib", "platlib"):
-            parts = parts[2:]
-        first = parts[0]
+        first, slash, rest = path.replace("\\", "/").partition("/")
+        if first.endswith(".data") and rest.startswith(("purelib/", "platlib/")):
+            first, slash, rest = rest.partition("/")[2].partition("/")
+        key = (first, bool(slash))
+        if key in seen:
+            continue
+        seen.add(key)
         if first in ("", "..", "__pycache__") or first.endswith((".dist-info", ".egg-info", ".data")):
             continue
-        if len(parts) > 1:
+        if slash:
             if first.isidentifier():
                 found.add(first)
         elif first.endswith(".py") and first[:-3].isidentifier():
@@ -68,7 +72,9 @@ def top_level_of_metadata(folder: str) -> set[str] | None:
     modules: set[str] = set()
     try:
         with open(os.path.join(folder, "RECORD"), encoding="utf-8", newline="") as handle:
-            modules = top_level_of_paths(row[0] for row in csv.reader(handle) if row)
+            text = handle.read()
+        rows = csv.reader(text.splitlines()) if '"' in text else (line.split(",", 1) for line in text.splitlines())
+        modules = top_level_of_paths(row[0] for row in rows if row and row[0])
     except OSError:
         pass
     if not modules:

@@ -22,7 +22,7 @@ import bisect
 import re
 
 from grpo_compat.static_check.calls import Definition, _resolve_expression, methods, mro, resolve
-from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Module
+from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Module, walk
 
 # Statements of a method's own body that run whenever the method does (no if, loop, with or try around them).
 ALWAYS_RUN_STATEMENTS = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
@@ -184,7 +184,7 @@ def _running_inits(install: Install, order: list[Definition], own: dict[int, dic
         if index in running:
             continue
         running.add(index)
-        for call in ast.walk(own[index]["__init__"]):
+        for call in walk(own[index]["__init__"]):
             if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
                 continue
             if call.func.attr != "__init__":
@@ -219,7 +219,7 @@ def _methods_that_run(
     queue = list(found)
     while queue:
         index, name = queue.pop()
-        for node in ast.walk(own[index][name]):
+        for node in walk(own[index][name]):
             reached = None
             if isinstance(node, ast.Attribute) and _is_self(node.value) and node.attr in effective:
                 reached = (effective[node.attr], node.attr)
@@ -250,9 +250,9 @@ def _class_names(node: ast.ClassDef) -> set[str]:
         elif isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:
-                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                names |= {n.id for n in walk(target) if isinstance(n, ast.Name)}
             if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in targets) and statement.value is not None:
-                names |= {c.value for c in ast.walk(statement.value) if isinstance(c, ast.Constant)}
+                names |= {c.value for c in walk(statement.value) if isinstance(c, ast.Constant)}
     return names
 
 

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 
 from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
-from grpo_compat.static_check.files import Finding, Install, Module, catches_import_error
+from grpo_compat.static_check.files import Finding, Install, Module, catches_import_error, walk
 from grpo_compat.static_check.guards import guard_holds
 
 TORCH_COMPANIONS = ("torchvision", "torchaudio")
@@ -204,7 +204,7 @@ def _calls_untested(body: list, name: str) -> list[int]:
 
 
 def _mentions_name(node, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id == name for n in walk(node))
 
 
 def _untested_calls_under(node, name: str, lines: list[int]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 
-from grpo_compat.static_check.files import Install, Module, _callee_name
+from grpo_compat.static_check.files import Install, Module, _callee_name, walk
 
 _AVAILABLE = re.compile(r"^is_([a-z0-9_]+?)_available$")
 
@@ -181,7 +181,7 @@ class Evaluator:
             version = self.install.version(package)
             found = True if version else UNKNOWN
             version = version or UNKNOWN
-        returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+        returns = [n.value for n in walk(function) if isinstance(n, ast.Return)]
         tuples = bool(returns) and all(isinstance(r, ast.Tuple) for r in returns)
         wants_version = truth(arguments.get("return_version", False))
         if tuples or wants_version:
@@ -279,20 +279,20 @@ def _only_effects(statement: ast.If) -> bool:
         ast.With,
         ast.Try,
     )
-    return not any(isinstance(node, binding) for node in ast.walk(statement))  # fmt: skip
+    return not any(isinstance(node, binding) for node in walk(statement))  # fmt: skip
 
 
 def _assigns_inside(node: ast.stmt, name: str) -> bool:
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return False
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in walk(node))
 
 
 def _is_probe(function) -> bool:
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute | ast.Name)
         and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id) == "find_spec"
-        for n in ast.walk(function)
+        for n in walk(function)
     )  # fmt: skip
 
 

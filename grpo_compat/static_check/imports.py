@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize
+from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, walk
 from grpo_compat.static_check.guards import evaluator, guard_holds
 
 # The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
@@ -219,7 +219,7 @@ def _installs_finder(module: Module) -> bool:
 
     if "meta_path" not in module.text and module.text.isascii():  # (an identifier is NFKC-normalised)
         return False  # not written: the whole tree (every definition parsed) is not needed
-    return any(isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in ast.walk(module.tree))
+    return any(isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in walk(module.tree))
 
 
 def _defines(install: Install, module: Module, name: str, depth: int = 0) -> bool | str | None:

@@ -37,7 +37,7 @@ from grpo_compat.static_check.attributes import (
     trainer_inits,
 )
 from grpo_compat.static_check.calls import Definition, _resolve_expression, methods, resolve
-from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Module
+from grpo_compat.static_check.files import _VERSION_TEST, Finding, Install, Module, walk
 
 # Annotation members that are not classes of a package: a value of these types is not what the finding is about.
 _BUILTINS = {"str", "bytes", "int", "float", "bool", "dict", "list", "tuple", "set", "None", "NoneType"}
@@ -266,7 +266,7 @@ def _rebinds(install, module, body: list, name: str, chain: list, line: int, avo
         if statement.lineno >= line:
             break
         if isinstance(statement, ast.If):
-            if not avoidable and any(_binds(node, name) for node in ast.walk(statement.test)):
+            if not avoidable and any(_binds(node, name) for node in walk(statement.test)):
                 return True  # if (model := wrap(model)):
             holds = _holds_for(install, module, statement.test, name, chain)
             if _rebinds(install, module, statement.body, name, chain, line, avoidable or holds is not True):
@@ -276,7 +276,7 @@ def _rebinds(install, module, body: list, name: str, chain: list, line: int, avo
             continue
         if avoidable:
             continue
-        if any(_binds(node, name) for node in ast.walk(statement)):
+        if any(_binds(node, name) for node in walk(statement)):
             return True
     return False
 
@@ -406,7 +406,7 @@ def names_in(data: bytes, needle: bytes, attribute: str, stores_only: bool) -> b
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
         return True  # cannot tell: it may
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute:
             if not stores_only or not isinstance(node.ctx, ast.Load):
                 return True
