@@ -178,7 +178,8 @@ def test_an_availability_check_that_a_tuple_makes_always_true_is_read_from_the_h
     found = hypothetical.import_findings(what_if("trl==0.17.0", "transformers==5.24.0").versions)
     assert [f.kind for f in found] == ["missing-module"], found
     message = found[0].message
-    assert message.startswith("trl 0.17.0 imports requests") and "is_requests_available() is always true" in message
+    assert message.startswith("trl 0.17.0 imports requests, vllm, deepspeed when its GRPO trainer loads")
+    assert "is_requests_available(), is_vllm_available(), is_deepspeed_available() are always true" in message
     assert "since transformers 5.24.0's _is_package_available() (transformers/utils/import_utils.py) returns" in message
     assert message.endswith("No module named 'requests'")
     assert found[0].where.startswith("trl.extras.vllm_client, line ")

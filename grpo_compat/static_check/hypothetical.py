@@ -637,7 +637,7 @@ class HistoryWalk:
                 result.append(key)
             symptom = Finding(finding.kind, finding.message, finding.where, "", "", "")
             symptom.package = " ".join(finding.message.split()[:2])  # "trl 0.17.0"
-            symptom.other, symptom.cause = f"{cause[4]} not installed", cause[:4]
+            symptom.other, symptom.cause = f"{self.sources.owner(cause[4])} not installed", cause[:4]
             grouped[key].append(symptom)
         collapsed = []
         for item in result:
