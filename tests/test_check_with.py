@@ -130,14 +130,20 @@ def test_a_name_the_chosen_release_lacks_is_named_once_with_the_releases_that_ha
     assert len({f.message for f in found}) == len(found)
 
 
-def test_an_availability_check_with_a_version_test_is_not_judged():
-    # trl 0.18.2's is_liger_kernel_available(min_version=) also wants liger >= 0.5.8: liger 0.5.3, which lacks
-    # LigerFusedLinearGRPOLoss, leaves the guarded import unrun, so nothing is found (the set trains)
+def test_an_availability_check_with_a_version_test_is_evaluated_from_its_recorded_body():
+    # trl 0.18.2's is_liger_kernel_available(min_version=LIGER_KERNEL_MIN_VERSION) also wants liger >= 0.5.8, read
+    # from ``_is_liger_kernel_available, _liger_kernel_version = _is_package_available(..., return_version=True)``:
+    # liger 0.5.3, which lacks LigerFusedLinearGRPOLoss, leaves the guarded import unrun (the set trains)
     assert histories.load("trl").signature("trl.import_utils.is_liger_kernel_available", "0.18.2").parameters
     assert not histories.load("liger-kernel").has("liger_kernel.chunked_loss", "LigerFusedLinearGRPOLoss", "0.5.3")
     versions = {"trl": "0.18.2", "transformers": "4.51.3", "accelerate": "1.6.0", "datasets": "3.5.0",
                 "liger-kernel": "0.5.3", "huggingface-hub": "0.30.2"}  # fmt: skip
     assert hypothetical.import_findings(versions) == []
+    check = hypothetical._parsed_guard("is_liger_kernel_available()")
+    for liger, holds in (("0.5.3", False), ("0.5.8", True)):
+        walk = hypothetical.HistoryWalk({**versions, "liger-kernel": liger})
+        walk._current = "trl.trainer.grpo_trainer"
+        assert walk._evaluated(check) is holds
 
 
 def test_the_reader_records_what_an_availability_check_returns_and_the_probe_it_calls():

@@ -563,7 +563,7 @@ class HistorySources:
         statements = history.guard_statements(name, version)
         if statements is None or not history.has(name, None, version):
             return None
-        text = "\n".join(statements)
+        text = "\n".join(dict.fromkeys(statements))  # ``a, b = ...`` is recorded under both names: once here
         try:
             tree = ast.parse(text)
         except SyntaxError:
