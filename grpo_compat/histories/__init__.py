@@ -15,6 +15,7 @@ stored as spans of consecutive releases, ``[first, last]`` as indices into ``rel
     "calls":      {qualname: {method: [[i, j, [[callee, positional, [keywords], via], ...]], ...]}}
     "kernels":    {module: {name: [[i, j, {"from", "line", "imported", "needs", "uses"}], ...]}}
     "argument_reads": {qualname: {"parameter.attribute": [[i, j, [line, [[module, class], ...]]], ...]}}
+    "guards":     {module: {name: [[i, j, "source of the statement binding name"], ...]}}
 
 (the reader's module docstring says what each fact means). The file is gzipped lines of JSON: the first holds the
 plain tables and, for each of the ``KEYED_TABLES``, its keys; then one line per key, that key's value, so a read
@@ -372,6 +373,16 @@ class ApiHistory:
                     found.append(ArgumentRead(qualname, parameter, attribute, value[0], classes))
         return found
 
+    def guard_statements(self, module: str, version: str) -> list[str] | None:
+        """The module-level statements of a module that the guards' evaluator reads, as that release has them (what
+        its guards test, its availability checks and probes, and the names those read; the reader's ``"g"`` facts);
+        None where the data holds no such facts (read before they were recorded)."""
+        table = self._data.get("guards")
+        if not table:
+            return None
+        found = table.get(module, {})
+        return [text for name in found if (text := self._valued_in(found, name, version)) is not None]
+
     def _valued_in(self, table: dict, key: str, version: str):
         i = self._at(version)
         for first, last, value in table.get(key, []):
@@ -447,7 +458,9 @@ def load(distribution: str) -> ApiHistory | None:
 
 # The tables keyed by module or qualified name (or a module's kernels): a question reads a few hundred of their tens
 # of thousands of keys, so each key's value is its own line of JSON in the data, decoded when first read.
-KEYED_TABLES = ("modules", "names", "imports", "signatures", "bases", "fields", "attributes", "calls", "kernels")
+KEYED_TABLES = (
+    "modules", "names", "imports", "signatures", "bases", "fields", "attributes", "calls", "kernels", "guards"
+)  # fmt: skip
 
 
 class _LazyTable(Mapping):

@@ -31,10 +31,15 @@ one span (``spans``):
         release imports it (``["transformers", "PreTrainedModel"]``): the reads static_check/objects.py judges (in
         a statement of the running ``__init__``'s own body, untested, a class of the annotation reaching it as
         passed), kept only where no file of the release stores the attribute on anything
+    ("g", module, name)                            -> source     a module-level statement the guards' evaluator
+        reads (grpo_compat.static_check.guards.guard_statements): in the trainers' distributions, what the module's
+        guards test and its availability checks, with the names those read (``_x = _is_package_available("x")``,
+        ``from ... import ...``); everywhere bodies are read, its probes, as the evaluator reads one (their returns:
+        transformers >= 5.3's ``_is_package_available`` returns tuples only, which make every check on it true)
 
-The calls, attributes, kernels and argument reads are read by the static check's own analysis
-(grpo_compat.static_check.calls, attributes, builds, objects) run on the release's trees: the what-if judges a set
-by the same reading as the installed check.
+The calls, attributes, kernels, argument reads and guard statements are read by the static check's own analysis
+(grpo_compat.static_check.calls, attributes, builds, objects, guards) run on the release's trees: the what-if judges a
+set by the same reading as the installed check.
 """
 
 from __future__ import annotations
@@ -217,10 +222,13 @@ class ReleaseReader:
     the cost, and most files of a patch release are unchanged.
     """
 
-    def __init__(self, source: extract.Source, memo: dict | None = None, bodies: bool = True) -> None:
+    def __init__(
+        self, source: extract.Source, memo: dict | None = None, bodies: bool = True, checks: bool = False
+    ) -> None:
         self.source = source
         self.memo = memo if memo is not None else {}
-        self.bodies = bodies  # read the ("a", "c", "k") facts of methods' bodies too
+        self.bodies = bodies  # read the ("a", "c", "k", "g") facts of bodies too
+        self.checks = checks  # the ("g") facts of guards and availability checks too, not only of probes
         self.facts: dict[tuple, object] = {}
         self._all: dict[str, list[str]] = {}  # module -> its __all__, for star imports
         self._stars: list[tuple[str, str]] = []  # (module, module it star-imports)
@@ -299,6 +307,10 @@ class ReleaseReader:
         checked = Module.of_tree(module, ".", path, tree, text) if self.bodies else None  # the static check's view
         if checked is not None:
             self._kernels += _kernel_candidates(checked)
+            from grpo_compat.static_check.guards import guard_statements
+
+            for bound, statement in guard_statements(tree, path, self.checks).items():
+                facts[("g", module, bound)] = statement
 
         def name(value: str) -> None:
             if not (value.startswith("__") and value.endswith("__")):
@@ -642,10 +654,11 @@ def _class_calls(checked, node: ast.ClassDef) -> dict:
 
 
 def read_release(
-    source: extract.Source, memo: dict | None = None, bodies: bool = True
+    source: extract.Source, memo: dict | None = None, bodies: bool = True, checks: bool = False
 ) -> tuple[dict[tuple, object], set[str]]:
-    """The release's facts, and the modules its code imports anywhere (``memo``, ``bodies``: see ReleaseReader)."""
-    reader = ReleaseReader(source, memo, bodies)
+    """The release's facts, and the modules its code imports anywhere (``memo``, ``bodies``, ``checks``: see
+    ReleaseReader)."""
+    reader = ReleaseReader(source, memo, bodies, checks)
     return reader.read(), reader.referenced
 
 

@@ -374,3 +374,105 @@ def evaluator(install: Install) -> Evaluator:
     if install.evaluator is None:
         install.evaluator = Evaluator(install)
     return install.evaluator
+
+
+# -- what the evaluator reads of a module, for a release that is not installed (the API histories' guard facts) ----
+
+_LONGEST_STATEMENT = 2000  # a longer function is not recorded: the evaluator reads it as unknown
+
+
+def guard_statements(tree: ast.Module, path: str, checks: bool = True) -> dict[str, str]:
+    """The module-level statements of a module that the evaluator reads, as source text by the name each binds,
+    so that a release nobody installed is evaluated as an installed one (grpo_compat.histories' ``guards``):
+
+    - with ``checks``, the names its module-level guards test (``if is_requests_available():``) and its availability
+      checks (``def is_X_available``); always, its probes (a function that calls ``find_spec``);
+    - then, through what those read, every module-level name they need: a plain ``from x import y`` (absolute), a
+      single top-level assignment (``_requests_available = _is_package_available("requests")``), a function.
+
+    A probe is kept as the evaluator reads one, which never runs its body: its parameters, a ``find_spec()`` call,
+    and its returns (transformers >= 5.3's ``_is_package_available`` returns tuples only). A name bound twice, or
+    inside a branch or a try, is left out: the evaluator reads it as unknown, as it reads the installed module."""
+    from grpo_compat.settings.extract import _absolute
+
+    bound: dict[str, list[ast.stmt]] = {}
+    branched: set[str] = set()  # bound under a branch or a try: depends on what runs
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            bound.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                bound.setdefault(name, []).append(
+                    ast.ImportFrom(_absolute(path, node), [alias], 0)
+                    if isinstance(node, ast.ImportFrom)
+                    else ast.Import([alias])
+                )
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                for element in elements:
+                    if isinstance(element, ast.Name):
+                        bound.setdefault(element.id, []).append(ast.Assign([target], node.value, lineno=0))
+        else:
+            branched |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            branched |= {a.asname or a.name.split(".")[0] for n in ast.walk(node)
+                         if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}  # fmt: skip
+            branched |= {n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    wanted: list[str] = []
+    for name, statements in bound.items():
+        function = statements[0]
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            if _is_probe(function) or (checks and _AVAILABLE.match(name)):
+                wanted.append(name)
+    if checks:
+        from grpo_compat.histories.reader import module_statements
+
+        for node, _conditions in module_statements(tree.body):
+            if isinstance(node, ast.If):
+                wanted += [n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)]
+    recorded: dict[str, str] = {}
+    while wanted:
+        name = wanted.pop()
+        statements = bound.get(name, [])
+        if name in recorded or name in branched or len(statements) != 1 or name == "TYPE_CHECKING":
+            continue  # (the evaluator knows TYPE_CHECKING)
+        statement = statements[0]
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef) and _is_probe(statement):
+            statement = _probe_outline(statement)
+        elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            statement = _without_annotations(statement)
+        text = ast.unparse(statement)
+        if len(text) > _LONGEST_STATEMENT:
+            continue
+        recorded[name] = text
+        if not isinstance(statement, ast.Import | ast.ImportFrom):
+            wanted += [n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    return recorded
+
+
+def _without_annotations(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef:
+    """The function as the evaluator runs it: no decorators, docstring or annotations."""
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and len(body) > 1:
+        body = body[1:]
+    return ast.FunctionDef(function.name, _plain_arguments(function.args), body, [], None, lineno=0)
+
+
+def _plain_arguments(arguments: ast.arguments) -> ast.arguments:
+    def plain(argument: ast.arg | None) -> ast.arg | None:
+        return None if argument is None else ast.arg(argument.arg)
+
+    return ast.arguments(
+        [plain(a) for a in arguments.posonlyargs], [plain(a) for a in arguments.args], plain(arguments.vararg),
+        [plain(a) for a in arguments.kwonlyargs], arguments.kw_defaults, plain(arguments.kwarg), arguments.defaults,
+    )  # fmt: skip
+
+
+def _probe_outline(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef:
+    """A probe as the evaluator reads one (``Evaluator._probe``): its parameters, that it calls ``find_spec``, and
+    what each of its returns returns."""
+    find_spec = ast.Expr(ast.Call(ast.Name("find_spec", ast.Load()), [], []))
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+    return ast.FunctionDef(function.name, _plain_arguments(function.args), [find_spec, *returns], [], None, lineno=0)

