@@ -427,7 +427,7 @@ def guard_statements(tree: ast.Module, path: str, checks: bool = True) -> dict[s
             if _is_probe(function) or (checks and _AVAILABLE.match(name)):
                 wanted.append(name)
     if checks:
-        from grpo_compat.histories.reader import module_statements
+        from grpo_compat.static_check.files import module_statements
 
         for node, _conditions in module_statements(tree.body):
             if isinstance(node, ast.If):
