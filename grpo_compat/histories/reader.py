@@ -46,14 +46,13 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from email.parser import HeaderParser
 
 from grpo_compat.settings import extract
-from grpo_compat.static_check.files import catches_import_error
+from grpo_compat.static_check.files import IMPORT_ERROR_GUARD, module_statements
 
 TYPE_CHECKING_GUARD = "TYPE_CHECKING"
-IMPORT_ERROR_GUARD = "try-except ImportError"
 NO_DEFAULT = extract.NO_DEFAULT
 _ABSOLUTE_IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(?P<module>[A-Za-z_][\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#]*)"
@@ -99,45 +98,6 @@ def _guard(conditions: tuple[str, ...]) -> str | None:
     if IMPORT_ERROR_GUARD in conditions:
         return IMPORT_ERROR_GUARD
     return " and ".join(conditions) if conditions else None
-
-
-def _raised_unless(node: ast.Try) -> tuple[str, ...]:
-    """A try's ``else`` runs when its body did not raise: ``try: if not is_x(): raise ...`` guards it by ``is_x()``."""
-    first = node.body[0] if len(node.body) == 1 else None
-    if isinstance(first, ast.If) and first.body and isinstance(first.body[0], ast.Raise):
-        test = first.test
-        return (
-            ast.unparse(test.operand)
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-            else f"not ({ast.unparse(test)})",
-        )
-    return ()
-
-
-def _is_main_check(test: ast.expr) -> bool:
-    return "__name__" in ast.unparse(test) and "__main__" in ast.unparse(test)
-
-
-def module_statements(body: list[ast.stmt], conditions: tuple[str, ...] = ()) -> Iterator[tuple[ast.stmt, tuple]]:
-    """Every statement run at module level (through ``if`` / ``try`` / ``with``), with the conditions it runs under."""
-    for node in body:
-        yield node, conditions
-        if isinstance(node, ast.If):
-            if _is_main_check(node.test):
-                continue
-            test = ast.unparse(node.test)
-            yield from module_statements(node.body, (*conditions, test))
-            yield from module_statements(node.orelse, (*conditions, f"not ({test})"))
-        elif isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):
-            guarded = any(catches_import_error(handler) for handler in node.handlers)
-            inner = (*conditions, IMPORT_ERROR_GUARD) if guarded else conditions
-            yield from module_statements(node.body, inner)
-            for handler in node.handlers:
-                yield from module_statements(handler.body, conditions)
-            yield from module_statements(node.orelse, (*conditions, *_raised_unless(node)))
-            yield from module_statements(node.finalbody, conditions)
-        elif isinstance(node, ast.With):
-            yield from module_statements(node.body, conditions)
 
 
 def _under_type_checking(conditions: tuple[str, ...]) -> bool:

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from grpo_compat.core.versions import distribution_folders
 from grpo_compat.static_check.stamp import CHECK_VERSION
@@ -599,6 +599,55 @@ def reraises(handler) -> bool:
     import ast
 
     return bool(handler.body) and isinstance(handler.body[-1], ast.Raise)
+
+
+# The guard of a statement in a try whose handler catches ImportError (the histories' imports and guards).
+IMPORT_ERROR_GUARD = "try-except ImportError"
+
+
+def _raised_unless(node) -> tuple[str, ...]:
+    """A try's ``else`` runs when its body did not raise: ``try: if not is_x(): raise ...`` guards it by ``is_x()``."""
+    import ast
+
+    first = node.body[0] if len(node.body) == 1 else None
+    if isinstance(first, ast.If) and first.body and isinstance(first.body[0], ast.Raise):
+        test = first.test
+        return (
+            ast.unparse(test.operand)
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+            else f"not ({ast.unparse(test)})",
+        )
+    return ()
+
+
+def _is_main_check(test) -> bool:
+    import ast
+
+    return "__name__" in ast.unparse(test) and "__main__" in ast.unparse(test)
+
+
+def module_statements(body: list, conditions: tuple[str, ...] = ()) -> Iterator[tuple]:
+    """Every statement run at module level (through ``if`` / ``try`` / ``with``), with the conditions it runs under."""
+    import ast
+
+    for node in body:
+        yield node, conditions
+        if isinstance(node, ast.If):
+            if _is_main_check(node.test):
+                continue
+            test = ast.unparse(node.test)
+            yield from module_statements(node.body, (*conditions, test))
+            yield from module_statements(node.orelse, (*conditions, f"not ({test})"))
+        elif isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):
+            guarded = any(catches_import_error(handler) for handler in node.handlers)
+            inner = (*conditions, IMPORT_ERROR_GUARD) if guarded else conditions
+            yield from module_statements(node.body, inner)
+            for handler in node.handlers:
+                yield from module_statements(handler.body, conditions)
+            yield from module_statements(node.orelse, (*conditions, *_raised_unless(node)))
+            yield from module_statements(node.finalbody, conditions)
+        elif isinstance(node, ast.With):
+            yield from module_statements(node.body, conditions)
 
 
 def catches_import_error(handler) -> bool:

@@ -416,10 +416,10 @@ def guard_statements(tree: ast.Module, path: str, checks: bool = True) -> dict[s
                     if isinstance(element, ast.Name):
                         bound.setdefault(element.id, []).append(ast.Assign([target], node.value, lineno=0))
         else:
-            branched |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            branched |= {a.asname or a.name.split(".")[0] for n in ast.walk(node)
+            branched |= {n.id for n in walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            branched |= {a.asname or a.name.split(".")[0] for n in walk(node)
                          if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}  # fmt: skip
-            branched |= {n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+            branched |= {n.name for n in walk(node) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     wanted: list[str] = []
     for name, statements in bound.items():
         function = statements[0]
@@ -427,11 +427,11 @@ def guard_statements(tree: ast.Module, path: str, checks: bool = True) -> dict[s
             if _is_probe(function) or (checks and _AVAILABLE.match(name)):
                 wanted.append(name)
     if checks:
-        from grpo_compat.histories.reader import module_statements
+        from grpo_compat.static_check.files import module_statements
 
         for node, _conditions in module_statements(tree.body):
             if isinstance(node, ast.If):
-                wanted += [n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)]
+                wanted += [n.id for n in walk(node.test) if isinstance(n, ast.Name)]
     recorded: dict[str, str] = {}
     while wanted:
         name = wanted.pop()
@@ -448,7 +448,7 @@ def guard_statements(tree: ast.Module, path: str, checks: bool = True) -> dict[s
             continue
         recorded[name] = text
         if not isinstance(statement, ast.Import | ast.ImportFrom):
-            wanted += [n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+            wanted += [n.id for n in walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     return recorded
 
 
@@ -474,5 +474,5 @@ def _probe_outline(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Func
     """A probe as the evaluator reads one (``Evaluator._probe``): its parameters, that it calls ``find_spec``, and
     what each of its returns returns."""
     find_spec = ast.Expr(ast.Call(ast.Name("find_spec", ast.Load()), [], []))
-    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+    returns = [n for n in walk(function) if isinstance(n, ast.Return)]
     return ast.FunctionDef(function.name, _plain_arguments(function.args), [find_spec, *returns], [], None, lineno=0)
