@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
 
@@ -418,14 +419,15 @@ class Elided:
 
 
 class _Definitions(Mapping):
-    """A module's top-level classes (or functions) by name, each parsed the first time it is read."""
+    """A module's top-level classes (or functions) by name, each parsed the first time it is read. It holds its
+    module weakly: a cycle would leave every tree to the cyclic collector (0.2 s on ms-swift's, after the check)."""
 
     def __init__(self, module: Module) -> None:
-        self.module = module
+        self.module = weakref.ref(module)
         self.found: dict[str, object] = {}
 
     def __getitem__(self, name: str):
-        return self.module.definition(self.found[name])
+        return self.module().definition(self.found[name])
 
     def __contains__(self, name: object) -> bool:
         return name in self.found
