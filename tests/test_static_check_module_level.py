@@ -136,3 +136,13 @@ def test_the_checks_walk_visits_what_ast_walk_visits_in_the_same_order():
         with open(os.path.join(folder, name), encoding="utf-8") as handle:
             tree = ast.parse(handle.read())
         assert [id(node) for node in walk(tree)] == [id(node) for node in ast.walk(tree)]
+
+
+@pytest.mark.parametrize("name", ["vllm", "is_vllm_available", "_x"])
+def test_holds_word_is_a_word_boundary_search(name):
+    import re
+
+    from grpo_compat.static_check.files import holds_word
+
+    for text in ["", name, f"a{name}", f"{name}_b", f"x.{name}(", f"{name}2 {name}", f"é{name}", f"{name}é", f"({name})"]:
+        assert holds_word(text, name) == bool(re.search(rf"\b{re.escape(name)}\b", text)), text

@@ -178,7 +178,18 @@ def _top_levels(info: str) -> set[str]:
 
 
 def _WORD(character: str) -> bool:
-    return character.isalnum() or character == "_"
+    return character.isalnum() or character == "_"  # what \w matches in a regular expression
+
+
+def holds_word(text: str, name: str) -> bool:
+    """Whether ``text`` holds the identifier ``name`` as a word (``\\bname\\b``, without a pattern per name)."""
+    at = text.find(name)
+    while at != -1:
+        end = at + len(name)
+        if not (at and _WORD(text[at - 1])) and not (end < len(text) and _WORD(text[end])):
+            return True
+        at = text.find(name, at + 1)
+    return False
 
 
 class Import:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, walk
+from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, holds_word, walk
 from grpo_compat.static_check.guards import evaluator, guard_holds
 
 # The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
@@ -190,12 +190,11 @@ def _may_lack(path: str, name: str) -> bool:
     text = _TEXTS[path]
     if name not in text:
         return bool(text)
-    word = re.compile(rf"\b{re.escape(name)}\b")
     at = text.find(name)
     while at != -1:  # each line that holds the name: str.find, not a MULTILINE regex over 300 kB
         begin, finish = text.rfind("\n", 0, at) + 1, text.find("\n", at)
         line = text[begin : finish if finish != -1 else len(text)].strip()
-        if word.search(line) and _binds(line, name):
+        if holds_word(line, name) and _binds(line, name):
             return False
         at = text.find(name, finish) if finish != -1 else -1
     return True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-CHECK_VERSION = 4  # bump when what the check finds changes: cached results of older checks are not reused
+CHECK_VERSION = 5  # bump when what the check finds changes: cached results of older checks are not reused
 
 
 def installed_stamp(paths: list[str] | None = None) -> str:
