@@ -24,6 +24,8 @@ from functools import cache
 from grpo_compat.histories import DATA, IMPORT_NAMES
 
 PATH = DATA / "top-level-modules.json.gz"
+_RECORD_HEADS = re.compile(r"^[^/,\r\n]*/?", re.MULTILINE)
+_RECORD_DATA = re.compile(r"^[^/,\r\n]*\.data/(?:purelib|platlib)/[^,\r\n]*", re.MULTILINE)
 _COMPILED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\..*(so|pyd)$")  # name.cpython-312-x86_64-linux-gnu.so
 
 
@@ -73,8 +75,10 @@ def top_level_of_metadata(folder: str) -> set[str] | None:
     try:
         with open(os.path.join(folder, "RECORD"), encoding="utf-8", newline="") as handle:
             text = handle.read()
-        rows = csv.reader(text.splitlines()) if '"' in text else (line.split(",", 1) for line in text.splitlines())
-        modules = top_level_of_paths(row[0] for row in rows if row and row[0])
+        if '"' in text or "\\" in text:  # quoted paths (a comma in one), or Windows separators
+            modules = top_level_of_paths(row[0] for row in csv.reader(text.splitlines()) if row and row[0])
+        else:  # the first part of each path, and whole paths under name.data/purelib|platlib
+            modules = top_level_of_paths({*_RECORD_HEADS.findall(text), *_RECORD_DATA.findall(text)})
     except OSError:
         pass
     if not modules:

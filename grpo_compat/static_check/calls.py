@@ -130,6 +130,10 @@ def _renames_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool
     return any(_decorator_name(d) not in _PASSING_DECORATORS for d in function.decorator_list)
 
 
+# A call of a plain name: the name, then ``(`` past spaces, line continuations, comments and closing parentheses.
+_NAMED_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)(?:[\s\\)]|#[^\n]*)*\(")
+
+
 def judged_calls(
     module: Module, root: ast.AST | None, names: set[str], named_callees: bool = False
 ) -> Iterator[ast.Call]:
@@ -143,16 +147,16 @@ def judged_calls(
     lines = module.lines_mentioning(names)
     if not lines:
         return
-    callee = None
-    if named_callees and module.text.isascii():  # (a non-ASCII spelling may normalise to a name)
-        alternatives = "|".join(re.escape(name) for name in sorted(names))
-        callee = re.compile(rf"(?<![\w.])(?:{alternatives})(?!\w)(?:[\s\\)]|#[^\n]*)*\(")
+    callees = named_callees and module.text.isascii()  # (a non-ASCII spelling may normalise to a name)
     for statement in module.statements if root is None else getattr(root, "body", []):
         if isinstance(statement, Elided):  # a definition left out of the module-level parse: parsed if it may hold one
             at = bisect.bisect_left(lines, statement.first)
             if not (at < len(lines) and lines[at] <= statement.last):
                 continue
-            if callee and not callee.search(module.text, *module.offsets(statement.first, statement.last)):
+            if callees and not any(
+                call.group(1) in names
+                for call in _NAMED_CALL.finditer(module.text, *module.offsets(statement.first, statement.last))
+            ):
                 continue
             statement = module.definition(statement)
         yield from _judged_calls_under(module, lines, statement)
