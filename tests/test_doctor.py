@@ -215,3 +215,14 @@ def test_doctor_exits_1_where_pyarrow_cannot_import_beside_numpy_1_and_0_a_relea
     imported, doctor = _doctor_beside(tmp_path / "25", "numpy==1.26.4", "pyarrow==25.0.1")
     assert imported.returncode == 0, imported.stderr[-500:]
     assert doctor.returncode == 0, doctor.stdout[-2000:]
+
+
+def test_declared_requirements_are_what_importlib_metadata_reads_for_every_installed_distribution():
+    import importlib.metadata
+
+    from grpo_compat.core.versions import declared_requirements
+
+    names = {d.metadata["Name"] for d in importlib.metadata.distributions() if d.metadata["Name"]}
+    assert len(names) > 20
+    for name in sorted(names):
+        assert declared_requirements(name) == (importlib.metadata.requires(name) or []), name
