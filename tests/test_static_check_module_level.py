@@ -144,5 +144,6 @@ def test_holds_word_is_a_word_boundary_search(name):
 
     from grpo_compat.static_check.files import holds_word
 
-    for text in ["", name, f"a{name}", f"{name}_b", f"x.{name}(", f"{name}2 {name}", f"é{name}", f"{name}é", f"({name})"]:
+    texts = ["", name, f"a{name}", f"{name}_b", f"x.{name}(", f"{name}2 {name}", f"é{name}", f"{name}é", f"({name})"]
+    for text in texts:
         assert holds_word(text, name) == bool(re.search(rf"\b{re.escape(name)}\b", text)), text
