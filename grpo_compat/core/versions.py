@@ -54,9 +54,10 @@ def _normalize(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _metadata_folders() -> dict[str, str]:
-    """Normalized distribution name -> version, first hit on sys.path wins (as importlib.metadata)."""
-    return {name: version for name, (_, version, _) in distribution_folders(sys.path).items()}
+def _metadata_folders() -> dict[str, tuple[str, str, str]]:
+    """Normalized distribution name -> (name, version, metadata folder), first hit on sys.path wins (as
+    importlib.metadata); sys.path is listed once, until ``forget_installed_versions``."""
+    return distribution_folders(sys.path)
 
 
 def distribution_folders(entries: list[str]) -> dict[str, tuple[str, str, str]]:
@@ -106,7 +107,7 @@ def installed_distribution(distribution: str) -> str | None:
 
 def installed_version(distribution: str) -> str | None:
     name = installed_distribution(distribution)
-    return _metadata_folders()[_normalize(name)] if name else None
+    return _metadata_folders()[_normalize(name)][1] if name else None
 
 
 def installed_versions() -> dict[str, str | None]:
@@ -116,7 +117,7 @@ def installed_versions() -> dict[str, str | None]:
 def declared_requirements(distribution: str) -> list[str]:
     """The Requires-Dist lines of an installed distribution (as ``importlib.metadata.requires``), read from the
     headers of its METADATA: importing importlib.metadata is a twentieth of a cold ``grpo-compat doctor``."""
-    found = distribution_folders(sys.path).get(_normalize(distribution))
+    found = _metadata_folders().get(_normalize(distribution))
     if found is None:
         return []
     try:

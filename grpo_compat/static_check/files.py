@@ -181,15 +181,18 @@ def _WORD(character: str) -> bool:
     return character.isalnum() or character == "_"  # what \w matches in a regular expression
 
 
-def holds_word(text: str, name: str) -> bool:
-    """Whether ``text`` holds the identifier ``name`` as a word (``\\bname\\b``, without a pattern per name)."""
+def word_positions(text: str, name: str) -> Iterator[int]:
+    """Where ``text`` holds the identifier ``name`` as a word (``\\bname\\b``, without a pattern per name)."""
     at = text.find(name)
     while at != -1:
         end = at + len(name)
         if not (at and _WORD(text[at - 1])) and not (end < len(text) and _WORD(text[end])):
-            return True
-        at = text.find(name, at + 1)
-    return False
+            yield at
+        at = text.find(name, end)  # an occurrence starting inside this one follows a word character: not a word
+
+
+def holds_word(text: str, name: str) -> bool:
+    return next(word_positions(text, name), None) is not None
 
 
 class Import:
@@ -238,12 +241,7 @@ class Module:
                 self._starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
             text, found = self.text, set()
             for name in names:  # str.find per name: a regex alternation of hundreds of names is many times slower
-                at = text.find(name)
-                while at != -1:
-                    end = at + len(name)
-                    if not (at and _WORD(text[at - 1])) and not (end < len(text) and _WORD(text[end])):
-                        found.add(bisect.bisect_right(self._starts, at))
-                    at = text.find(name, end)
+                found.update(bisect.bisect_right(self._starts, at) for at in word_positions(text, name))
             self._mentions[key] = sorted(found)
         return self._mentions[key]
 
