@@ -28,7 +28,7 @@ from pathlib import Path
 
 import tomllib
 
-from grpo_compat.matrix.envs import EnvBuildError, uv_error
+from grpo_compat.matrix.envs import EnvBuildError, uv_command, uv_error
 from grpo_compat.tools.prove import build_env
 
 SETS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "prove_sets.toml"
@@ -52,7 +52,7 @@ def cold_doctor(python: Path) -> tuple[subprocess.CompletedProcess, float, float
     return done, wall, round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)
 
 
-def measure(entry: dict, reading_only: bool = False) -> dict:
+def measure(entry: dict, reading_only: bool = False, fresh_fix_envs: bool = False) -> dict:
     record: dict = {"name": entry["name"], "pins": entry["pins"]}
     started = time.monotonic()
     try:
@@ -71,7 +71,14 @@ def measure(entry: dict, reading_only: bool = False) -> dict:
     record["doctor_errors"] = [p["message"] for p in diagnosis.get("problems", []) if p["severity"] == "error"]
     if reading_only:
         return record
-    proved, record["prove_s"] = cli(python, "doctor", "--prove", "--json")
+    if fresh_fix_envs:  # time to a proven fix with a warm cache: uv's wheels cached, the fixes' envs not built yet
+        with tempfile.TemporaryDirectory() as cache:
+            uv_cache = subprocess.run([*uv_command(), "cache", "dir"], capture_output=True, text=True, check=True)
+            fresh = {**os.environ, "XDG_CACHE_HOME": cache, "UV_CACHE_DIR": uv_cache.stdout.strip()}
+            proved, record["prove_s"] = cli(python, "doctor", "--prove", "--json", env=fresh)
+        record["fix_envs"] = "fresh"
+    else:
+        proved, record["prove_s"] = cli(python, "doctor", "--prove", "--json")
     proof = json.loads(proved.stdout) if proved.stdout.strip().startswith("{") else {}
     record["prove_exit"] = proved.returncode
     if not proof:
@@ -88,7 +95,8 @@ def measure(entry: dict, reading_only: bool = False) -> dict:
         still = [m["name"] for m in after.get("missing", [])]
         if after.get("error"):
             still.append(f"{after['error']['type']}: {after['error']['message'][:200]} ({after.get('phase')})")
-        tried = {k: outcome.get(k) for k in ("command", "trains", "seconds", "moved", "error")}
+        kept = ("command", "trains", "seconds", "moved", "error", "lacking", "beside_the_run")
+        tried = {k: outcome.get(k) for k in kept}
         record["fixes_tried"].append(tried | {"still": None if outcome["trains"] else still})
     return record
 
@@ -179,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", help="with --summary: the runs' verdicts and fixes from this file, the reading from "
                         "--output's (a --reading-only measurement)")  # fmt: skip
     parser.add_argument("--what-if-output", default=".matrix/what-if-sets.jsonl")
+    parser.add_argument("--fresh-fix-envs", action="store_true",
+                        help="doctor --prove with a fresh cache of fix envs (uv's own cache kept warm): the time to "
+                        "a proven fix with a warm cache, each fix's env built as a user's first --prove builds it")
     args = parser.parse_args(argv)
     if args.what_if:
         return main_what_if(args)
@@ -196,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for entry in entries:
         print(f"{entry['name']}: {', '.join(entry['pins'])}", flush=True)
-        record = measure(entry, args.reading_only)
+        record = measure(entry, args.reading_only, args.fresh_fix_envs)
         records.append(record)
         with output.open("a") as out:
             out.write(json.dumps(record) + "\n")

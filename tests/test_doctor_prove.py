@@ -84,15 +84,19 @@ def test_doctor_prove_trains_one_step_of_ms_swifts_grpo_trainer_through_its_own_
 
 
 @pytest.mark.slow
-def test_doctor_prove_exits_non_zero_naming_every_missing_module_of_a_set_that_cannot_import():
+def test_doctor_prove_exits_non_zero_naming_every_missing_module_and_proves_the_readings_fix_beside_the_run():
     from grpo_compat.tools.prove import build_env
 
     # trl 0.24's GRPO trainer on transformers 5.23: several modules it imports unguarded are not installed
     python, resolved = build_env(["trl==0.24.0", "transformers==5.23.0", "torch==2.13.0+cpu", "datasets", "PyYAML"])
     assert resolved["trl"] == "0.24.0"
-    done = _doctor(str(python), "--prove", "--json", "--prove-fixes", "0")
+    done = _doctor(str(python), "--prove", "--json", "--prove-fixes", "1")
     assert done.returncode == 1, done.stderr[-2000:]
     proof = json.loads(done.stdout)
+    # the reading's first fix (a newer trl), built and run while the installed set's probe ran, trains
+    [fix] = proof["fixes_tried"]
+    assert (fix["trains"], fix["beside_the_run"], fix["probe"]["phase"]) == (True, True, "trained"), fix
+    assert fix["command"].startswith("pip install 'trl==") and "trl" in fix["moved"]
     missing = [item["name"] for item in proof["probe"]["missing"] if item["kind"] == "missing-module"]
     assert len(missing) >= 2, proof["probe"]  # all of them, not the first only
     assert len(set(missing)) == len(missing)
@@ -163,3 +167,59 @@ def test_the_env_cache_key_is_the_resolved_pins_alone_not_the_scratch_folder_uv_
         return f"trl==0.14.0\n    # via -r /tmp/{scratch}/requirements.in\ntorch==2.13.0+cpu\n    # via\n    #   trl\n"
 
     assert pins_only(compiled("resolve-a")) == pins_only(compiled("resolve-b")) == "trl==0.14.0\ntorch==2.13.0+cpu\n"
+
+
+def test_a_known_failure_that_stops_the_import_joins_the_runs_error_and_its_fix_is_tried_first():
+    from grpo_compat.tools.prove import failures, known_import_failures
+
+    # ms-swift 3.2.2 resolved by uv: numpy 1.26.4 (ms-swift declares numpy<2) beside pyarrow 26.0.1
+    known = known_import_failures({"pyarrow": "26.0.1", "numpy": "1.26.4", "ms-swift": "3.2.2"})
+    assert [finding["where"] for finding in known] == ["pyarrow-26-numpy-1"]
+    assert known_import_failures({"pyarrow": "25.0.1", "numpy": "1.26.4", "ms-swift": "3.2.2"}) == []
+    probe = {"missing": [], "phase": "import", "error": {"type": "ImportError", "where": "pyarrow.lib:42",
+             "message": "pyarrow requires NumPy 2.0 or newer, found 1.26.4"}}  # fmt: skip
+    failed = failures(probe, known)
+    assert failed[0]["finding"] == known[0]
+    assert proposed_changes(failed, known, "ms-swift>3.2.2", "pyarrow==19.0.1")[0] == ["pyarrow<26"]
+
+
+def test_the_speculated_tries_are_taken_by_the_search_in_its_order_and_the_rest_is_ended(monkeypatch):
+    import threading
+
+    import grpo_compat.tools.prove as prove
+
+    started, released = [], threading.Event()
+
+    def trying(python, stack, change, settings, progress=None, complete=False, stop=None):
+        started.append(change)
+        if change == ["c"]:  # a long try, under way when the search asks for another change
+            while not stop.is_set():
+                released.wait(0.01)
+            raise prove.Stopped
+        built = change != ["a"]  # "a": uv cannot build it, so the next is tried too
+        return {"change": change, "trains": change == ["b"], **({"probe": {}} if built else {"error": "uv"})}
+
+    monkeypatch.setattr(prove, "prove_change", trying)
+    speculation = prove.Speculation([["a"], ["b"], ["x"]], "trl", {}, None)
+    assert speculation.outcome(["a"])["error"] == "uv"
+    assert speculation.outcome(["b"]) == {"change": ["b"], "trains": True, "probe": {}, "beside_the_run": True}
+    assert speculation.outcome(["x"]) is None  # not tried: "b" built and ran, the rest waits for the run's order
+    assert started == [["a"], ["b"]] and not speculation.thread.is_alive()
+
+    speculation = prove.Speculation([["c"]], "trl", {}, None)
+    while not started[2:]:
+        released.wait(0.01)
+    assert speculation.outcome(["d"]) is None  # another change is needed: the try under way is ended
+    assert not speculation.thread.is_alive() and speculation.outcomes == {}
+
+
+@pytest.mark.slow
+def test_what_the_reading_says_a_resolved_set_lacks_is_added_before_building():
+    from grpo_compat.tools.prove import _pinned, lacking_in, resolved_pins
+
+    # ms-swift 4.5.3 imports msgspec when its GRPO trainer loads and does not declare it: uv's resolution lacks it
+    swift = _pinned(resolved_pins(["ms-swift==4.5.3", "torch==2.13.0+cpu"]))
+    assert "msgspec" not in swift
+    assert lacking_in(swift) == ["msgspec"]
+    assert lacking_in(_pinned(resolved_pins(["ms-swift==4.6.0", "msgspec", "torch==2.13.0+cpu"]))) == []
+    assert lacking_in(_pinned(resolved_pins(["trl==1.16.0", "torch==2.13.0+cpu"]))) == []

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,24 +32,47 @@ PROBE_MODULE = "grpo_compat.testing.trainer_probe"
 Progress = Callable[[str], None]
 
 
-def run_probe(python: str, stack: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The probe's result in the interpreter ``python`` (see trainer_probe.probe); a crash is a failure to train."""
+class Stopped(Exception):
+    """The work was called off (``stop`` was set): a speculative try the run made unneeded."""
+
+
+def run_probe(
+    python: str,
+    stack: str,
+    settings: dict[str, Any] | None = None,
+    throwaway: bool = False,
+    stop: threading.Event | None = None,
+) -> dict[str, Any]:
+    """The probe's result in the interpreter ``python`` (see trainer_probe.probe); a crash is a failure to train.
+    ``throwaway``: ``python`` is one of our throwaway envs, where the probe may write bytecode (PYTHONDONTWRITEBYTECODE
+    is the user's choice for their own env): a second probe of the same env then imports in a third of the time.
+    ``stop`` set: the probe is ended and Stopped raised."""
     command = [python, "-m", PROBE_MODULE, "--trainer", stack, "--settings", json.dumps(settings or {})]
     offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
     environment = {**os.environ, **offline, "CUDA_VISIBLE_DEVICES": ""}
+    if throwaway:
+        environment.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=environment)
-    except subprocess.TimeoutExpired:
-        message = f"the probe ran past {PROBE_TIMEOUT_S} s"
-        return {"stack": stack, "trains": False, "phase": "timeout", "missing": [], "error": {"type": "Timeout",
-                "message": message, "where": ""}}  # fmt: skip
-    lines = done.stdout.strip().splitlines()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment) as child:
+        while True:
+            try:
+                stdout, stderr = child.communicate(timeout=1)
+                break
+            except subprocess.TimeoutExpired:  # communicate() again loses no output (subprocess's documentation)
+                if (stop is not None and stop.is_set()) or time.monotonic() - started > PROBE_TIMEOUT_S:
+                    child.kill()
+                    child.communicate()
+                    if stop is not None and stop.is_set():
+                        raise Stopped from None
+                    message = f"the probe ran past {PROBE_TIMEOUT_S} s"
+                    return {"stack": stack, "trains": False, "phase": "timeout", "missing": [],
+                            "error": {"type": "Timeout", "message": message, "where": ""}}  # fmt: skip
+    lines = stdout.strip().splitlines()
     try:
         result = json.loads(lines[-1])
     except (IndexError, ValueError):
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        error = {"type": f"exit {done.returncode}", "message": " | ".join(tail), "where": ""}
+        tail = (stderr or stdout).strip().splitlines()[-3:]
+        error = {"type": f"exit {child.returncode}", "message": " | ".join(tail), "where": ""}
         result = {"stack": stack, "trains": False, "phase": "crashed", "missing": [], "error": error}
     result["wall_s"] = round(time.monotonic() - started, 1)
     return result
@@ -89,7 +113,11 @@ def failures(probe: dict[str, Any], findings: list[dict[str, str]]) -> list[dict
 def _finding_about(message: str, findings: list[dict[str, str]]) -> dict[str, str] | None:
     """The reading's override / keyword finding on what an error names: a qualified name (``Class.method``) or a
     quoted name (an unexpected keyword), where exactly one finding names it; the reading's attribute finding on the
-    attribute an AttributeError names (the run names the model's concrete class, the reading its annotated base)."""
+    attribute an AttributeError names (the run names the model's concrete class, the reading its annotated base); first,
+    the known failure whose patterns match the error."""
+    known = [f for f in findings if any(re.search(pattern, message) for pattern in f.get("patterns", ()))]
+    if known:
+        return known[0]
     missing = re.search(r"has no attribute '(\w+)'", message)
     if missing:
         said = f"has no attribute '{missing.group(1)}'"
@@ -265,23 +293,41 @@ def build_env(
     """The python of a throwaway env holding ``requirements`` resolved by uv (``preferred``: versions kept where the
     requirements allow) and grpo_compat from the source this process runs; reused while the resolved set is the same.
     Returns (python, the resolved pins)."""
-    from grpo_compat.matrix.envs import _pin, _run, pip_find_links, uv_command
+    pins = resolved_pins(requirements, preferred, progress)
+    return env_of(pins, progress), _pinned(pins)
 
+
+def resolved_pins(
+    requirements: list[str], preferred: dict[str, str] | None = None, progress: Progress | None = None
+) -> str:
+    """uv's resolution of ``requirements`` (see resolve) in a scratch folder, its log kept as last-resolve.log."""
     root = prove_envs_folder()
     scratch = Path(tempfile.mkdtemp(prefix="resolve-", dir=_made(root)))
     try:
-        pins = resolve(requirements, preferred or {}, scratch, progress)
+        return resolve(requirements, preferred or {}, scratch, progress)
     finally:
         log = (scratch / "resolve.log").read_text() if (scratch / "resolve.log").exists() else ""
         shutil.rmtree(scratch, ignore_errors=True)
         (root / "last-resolve.log").write_text(log)
-    resolved = dict(pin for pin in map(_pin, pins.splitlines()) if pin)
+
+
+def _pinned(pins: str) -> dict[str, str]:
+    from grpo_compat.matrix.envs import _pin
+
+    return dict(pin for pin in map(_pin, pins.splitlines()) if pin)
+
+
+def env_of(pins: str, progress: Progress | None = None) -> Path:
+    """The python of the throwaway env holding exactly ``pins`` (uv's resolved set), built unless cached."""
+    from grpo_compat.matrix.envs import _run, pip_find_links, uv_command
+
+    root = prove_envs_folder()
     key = hashlib.sha256(f"{sys.version}\n{pins}".encode()).hexdigest()[:16]
     env = root / key
     python = env / "bin" / "python"
     if (env / ".grpo-compat-prove-env").exists() and python.exists():
         _link_grpo_compat(env)
-        return python, resolved
+        return python
     shutil.rmtree(env, ignore_errors=True)
     log = root / f"{key}.log"
     log.write_text("")
@@ -290,10 +336,31 @@ def build_env(
     (env / "requirements.txt").write_text(pins)
     links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
     install = [*uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python), *links]
-    _run([*install, "-r", str(env / "requirements.txt")], log, f"installing {len(resolved)} packages", progress)
+    _run([*install, "-r", str(env / "requirements.txt")], log, f"installing {len(_pinned(pins))} packages", progress)
     _link_grpo_compat(env)
     (env / ".grpo-compat-prove-env").write_text(pins)
-    return python, resolved
+    return python
+
+
+def lacking_in(resolved: dict[str, str]) -> list[str]:
+    """What the what-if says the resolved set lacks when its GRPO trainer loads: the packages the reading's fixes
+    install that the set does not hold (ms-swift 4.5.3 imports msgspec and does not declare it), read from the API
+    histories in about a second; built with the set, they spare a try that would only meet them. Fixes that move a
+    package the set holds are left to the proposals' order."""
+    from grpo_compat.static_check.hypothetical import SetModules, UnusableInput, import_findings
+
+    versions = {_name(name): version for name, version in resolved.items()}
+    try:
+        found = import_findings(versions, SetModules.closed(versions, set(), here=False))
+    except UnusableInput:
+        return []
+    lacking: list[str] = []
+    for finding in found:
+        options = requirement_options(finding.fix)
+        for spec in options[0] if options else []:
+            if _name(spec) not in versions and spec not in lacking:
+                lacking.append(spec)
+    return lacking
 
 
 def _made(folder: Path) -> Path:
@@ -338,9 +405,13 @@ def prove_change(
     change: list[str],
     settings: dict[str, Any],
     progress: Progress | None = None,
+    complete: bool = False,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Build the set of ``python`` plus ``change`` (``python`` None: ``change`` alone, a whole set) and probe it:
-    {change, command, trains, probe | error, seconds}."""
+    {change, command, trains, probe | error, seconds, lacking}. ``complete``: what the what-if says the resolved set
+    would lack at the trainer's import is added to the change before anything is built (lacking_in). ``stop`` set:
+    Stopped is raised."""
     from grpo_compat.matrix.envs import EnvBuildError, uv_error
 
     started = time.monotonic()
@@ -349,7 +420,16 @@ def prove_change(
     installed = {_name(name): version for name, version in installed_set(python).items()} if python else {}
     requirements, preferred = with_change(installed, change)
     try:
-        env_python, resolved = build_env(requirements, preferred, progress)
+        pins = resolved_pins(requirements, preferred, progress)
+        lacking = lacking_in(_pinned(pins)) if complete else []
+        if lacking:
+            if progress:
+                progress(f"the reading says the resolved set lacks {', '.join(lacking)}: added before building")
+            outcome["lacking"] = lacking
+            pins = resolved_pins([*requirements, *lacking], preferred, progress)
+        if stop is not None and stop.is_set():
+            raise Stopped
+        env_python, resolved = env_of(pins, progress), _pinned(pins)
     except EnvBuildError as error:
         outcome["error"] = f"uv cannot build it: {uv_error(error)}"
     else:
@@ -359,7 +439,7 @@ def prove_change(
         outcome["command"] = "pip install " + " ".join(
             f"'{name}=={version}'" for name, version in sorted(moved.items())
         )
-        outcome["probe"] = run_probe(str(env_python), stack, settings)
+        outcome["probe"] = run_probe(str(env_python), stack, settings, throwaway=True, stop=stop)
         outcome["trains"] = passes(outcome["probe"])
     outcome["seconds"] = round(time.monotonic() - started, 1)
     return outcome
@@ -454,6 +534,75 @@ def _with_remaining_fixes(change: list[str], probe: dict[str, Any] | None, findi
 # -- doctor --prove ---------------------------------------------------------------------------------------------------
 
 
+def known_import_failures(versions: dict[str, str | None] | None = None) -> list[dict[str, Any]]:
+    """The catalogue's known failures of ``versions`` (default: the installed ones) that stop the GRPO trainer's
+    import (checks in compiled code the reading cannot see; doctor's errors too), as findings: their fixes are
+    proposed like the reading's, and a run's error that one's patterns match is joined with it."""
+    from grpo_compat.catalogue import load_failures
+    from grpo_compat.tools.doctor import environment_versions
+
+    records = load_failures()
+    versions = environment_versions(records) if versions is None else versions
+    return [
+        {"kind": "known-failure", "message": f"known failure {record.id}: {record.title}", "where": record.id,
+         "fix": record.fix, "patterns": list(record.patterns)}
+        for record in records
+        if record.stops_the_import and record.affects_versions(versions)
+    ]  # fmt: skip
+
+
+class Speculation:
+    """The fixes the reading proposes, tried while the probe of the installed set runs (a reading that finds what
+    stops training is right on every measured set: the run will most likely need a fix, and the try's env build and
+    probe, about as long as the run's, then overlap it on the second core). In the proposals' order, up to the first
+    that builds and runs; each outcome is taken by the fix search when it tries the same change, and everything still
+    running is ended when the run trains or the search needs another change."""
+
+    def __init__(self, changes: list[list[str]], stack: str, settings: dict[str, Any], progress: Progress | None):
+        self.changes = [tuple(change) for change in changes]
+        self.current: tuple[str, ...] | None = None  # the change under way
+        self.under_way_done = threading.Event()
+        self.outcomes: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.stop = threading.Event()
+        told = (lambda message: progress(f"(beside the run) {message}")) if progress else None
+        self.thread = threading.Thread(target=self._try, args=(stack, settings, told), daemon=True)
+        self.thread.start()
+
+    def _try(self, stack: str, settings: dict[str, Any], progress: Progress | None) -> None:
+        for change in self.changes:
+            self.under_way_done = threading.Event()
+            self.current = change  # after its event: whoever sees it under way waits on its own
+            if progress:
+                progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
+            try:
+                outcome = prove_change(sys.executable, stack, list(change), settings, progress, complete=True,
+                                       stop=self.stop)  # fmt: skip
+                self.outcomes[change] = {**outcome, "beside_the_run": True}
+            except Stopped:
+                return
+            except Exception:  # noqa: BLE001 - the search tries the change itself, where the error surfaces
+                return
+            finally:
+                self.under_way_done.set()
+            if "probe" in self.outcomes[change]:
+                return
+
+    def outcome(self, change: list[str]) -> dict[str, Any] | None:
+        """The outcome of trying ``change``, waiting for it where it is under way; None where it was not tried
+        (whatever runs is then ended: the search needs another change, on the same cores)."""
+        key = tuple(change)
+        under_way, finished = self.current, self.under_way_done
+        if key not in self.outcomes and key == under_way:
+            finished.wait()
+        if key not in self.outcomes:
+            self.end()
+        return self.outcomes.get(key)
+
+    def end(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 def prove(
     settings: dict[str, Any] | None = None, progress: Progress | None = None, fixes: int = MAX_TRIED_FIXES
 ) -> dict[str, Any]:
@@ -463,32 +612,62 @@ def prove(
     from grpo_compat.static_check.files import Install
     from grpo_compat.static_check.imports import trainers_in_use
 
+    settings = settings or {}
     stack = trainers_in_use(Install())[0]
-    findings = [finding.to_dict() for finding in static_check.check()]
+    read = [finding.to_dict() for finding in static_check.check()]
+    findings = read + known_import_failures()
+    newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
+    speculation = None
+    if findings and fixes:
+        speculation = Speculation(proposed_changes([], findings, newer)[:fixes], stack, settings, progress)
     if progress:
         progress(f"running the probe: import {stack}'s GRPO trainer, then one GRPO step on a tiny local model")
-    probe = run_probe(sys.executable, stack, settings)
-    failed = failures(probe, findings)
+    try:
+        probe = run_probe(sys.executable, stack, settings)
+        failed = failures(probe, findings)
+        tried = [] if passes(probe) else _fix_search(probe, failed, findings, stack, settings, progress, fixes,
+                                                     newer, speculation)  # fmt: skip
+    finally:
+        if speculation:
+            speculation.end()
+    return {"stack": stack, "probe": probe, "failures": failed, "fixes_tried": tried, "static_check": read}
+
+
+def _fix_search(
+    probe: dict[str, Any],
+    failed: list[dict[str, Any]],
+    findings: list[dict[str, Any]],
+    stack: str,
+    settings: dict[str, Any],
+    progress: Progress | None,
+    fixes: int,
+    newer: str | None,
+    speculation: Speculation | None,
+) -> list[dict[str, Any]]:
+    """The changes tried after a run that does not train, best first, up to the first that trains (at most
+    ``fixes``): each built with what the reading says the resolved set lacks, and the next kept on top of the one
+    that got furthest."""
     tried: list[dict[str, Any]] = []
-    if not passes(probe):
-        newer = f"{stack}>{installed_version(stack)}" if installed_version(stack) else None
-        queue = proposed_changes(failed, findings, newer, raiser_as_of(probe, stack))
-        furthest: tuple[int, list[str]] = (progress_of(probe), [])  # the change that got furthest, and how far
-        while queue and len(tried) < fixes:
-            change = on_top_of(queue.pop(0), furthest[1], stack)
-            if any(change == t["change"] for t in tried):
-                continue
+    queue = proposed_changes(failed, findings, newer, raiser_as_of(probe, stack))
+    furthest: tuple[int, list[str]] = (progress_of(probe), [])  # the change that got furthest, and how far
+    while queue and len(tried) < fixes:
+        change = on_top_of(queue.pop(0), furthest[1], stack)
+        if any(change == t["change"] for t in tried):
+            continue
+        outcome = speculation.outcome(change) if speculation else None
+        if outcome is None:
             if progress:
                 progress(f"proving the fix pip install {' '.join(change)}: the installed set plus it, built by uv")
-            tried.append(prove_change(sys.executable, stack, change, settings or {}, progress))
-            if tried[-1]["trains"]:
-                break
-            if progress_of(tried[-1].get("probe") or {}) > furthest[0]:
-                furthest = (progress_of(tried[-1]["probe"]), change)
-            further = _with_remaining_fixes(change, tried[-1].get("probe"), findings)
-            if further and further not in queue and all(further != t["change"] for t in tried):
-                queue.insert(0, further)
-    return {"stack": stack, "probe": probe, "failures": failed, "fixes_tried": tried, "static_check": findings}
+            outcome = prove_change(sys.executable, stack, change, settings, progress, complete=True)
+        tried.append(outcome)
+        if outcome["trains"]:
+            break
+        if progress_of(outcome.get("probe") or {}) > furthest[0]:
+            furthest = (progress_of(outcome["probe"]), change)
+        further = _with_remaining_fixes(change, outcome.get("probe"), findings)
+        if further and further not in queue and all(further != t["change"] for t in tried):
+            queue.insert(0, further)
+    return tried
 
 
 def format_proof(proof: dict[str, Any]) -> str:
@@ -501,6 +680,9 @@ def format_proof(proof: dict[str, Any]) -> str:
             lines.append(f"Proven fix: {outcome['command']}")
             lines.append(f"  trained one GRPO step in the installed set plus this change, resolved by uv "
                          f"(moves: {moved}; {outcome['seconds']} s)")  # fmt: skip
+            if outcome.get("lacking"):
+                lines.append(f"  with {', '.join(outcome['lacking'])}: the reading of the resolved set said its GRPO "
+                             "trainer imports them and nothing in it provides them")  # fmt: skip
         else:
             still = outcome.get("error") or _first_failure(outcome["probe"])
             lines.append(f"Tried {outcome['command']} (the installed set plus it, resolved by uv): still fails: "
