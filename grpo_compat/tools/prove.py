@@ -681,8 +681,9 @@ def format_proof(proof: dict[str, Any]) -> str:
             lines.append(f"  trained one GRPO step in the installed set plus this change, resolved by uv "
                          f"(moves: {moved}; {outcome['seconds']} s)")  # fmt: skip
             if outcome.get("lacking"):
+                them = "it" if len(outcome["lacking"]) == 1 else "them"
                 lines.append(f"  with {', '.join(outcome['lacking'])}: the reading of the resolved set said its GRPO "
-                             "trainer imports them and nothing in it provides them")  # fmt: skip
+                             f"trainer imports {them} and nothing in it provides {them}")  # fmt: skip
         else:
             still = outcome.get("error") or _first_failure(outcome["probe"])
             lines.append(f"Tried {outcome['command']} (the installed set plus it, resolved by uv): still fails: "
