@@ -9,6 +9,7 @@ used only by ``grpo-compat doctor``, for the requirements the installed packages
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import sys
@@ -115,19 +116,84 @@ def installed_versions() -> dict[str, str | None]:
 
 
 def declared_requirements(distribution: str) -> list[str]:
-    """The Requires-Dist lines of an installed distribution (as ``importlib.metadata.requires``), read from the
-    headers of its METADATA: importing importlib.metadata is a twentieth of a cold ``grpo-compat doctor``."""
+    """The Requires-Dist lines of an installed distribution (as ``importlib.metadata.requires``, None as [])."""
     found = _metadata_folders().get(_normalize(distribution))
-    if found is None:
-        return []
-    try:
-        with open(os.path.join(found[2], "METADATA"), encoding="utf-8") as handle:
-            headers = handle.read().split("\n\n", 1)[0]
-    except OSError:  # an egg-info folder (PKG-INFO and requires.txt): importlib.metadata reads those
-        import importlib.metadata
+    return requires_dist(found[2]) if found else []
 
-        return importlib.metadata.requires(found[0]) or []
-    return re.findall(r"^Requires-Dist:[ \t]*(.+?)[ \t]*$", headers, flags=re.MULTILINE)
+
+def requires_dist(folder: str) -> list[str]:
+    """The requirements an installed distribution declares, from its metadata folder (``.dist-info``, ``.egg-info``,
+    or an ``.egg-info`` file), as ``importlib.metadata.Distribution.at(folder).requires`` reads them (None as []):
+    the Requires-Dist headers of METADATA (else PKG-INFO), never a line of the description below the headers; where
+    those declare none, an egg-info's requires.txt, its ``[extra:marker]`` sections written as markers. Read here
+    because importing importlib.metadata (or email) is a twentieth of a cold ``grpo-compat doctor``."""
+    declared = [value for name, value in _metadata_headers(folder) if name.lower() == "requires-dist"]
+    return declared or _egg_info_requires(os.path.join(folder, "requires.txt"))
+
+
+# A line the email parser (importlib.metadata's) takes as a header: a unix "From " line, a field name and its colon,
+# or a continuation; the first other line (the empty one before the description) ends the headers.
+_HEADER_LINE = r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]"
+
+
+def _metadata_headers(folder: str) -> list[tuple[str, str]]:
+    """(name, value) of each header of a distribution's core metadata, as importlib.metadata's email parser reads
+    them: the value without the blanks after the colon, continuation lines kept, the line end dropped."""
+    paths = (os.path.join(folder, "METADATA"), os.path.join(folder, "PKG-INFO")) if os.path.isdir(folder) else (folder,)
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", newline="") as handle:  # lines end at \n, \r\n or \r, as the parser's
+                first = handle.readline()
+                if not first:
+                    continue  # an empty file is passed over as a missing one
+                fields: list[list[str]] = []
+                field = None
+                for line in itertools.chain((first,), handle):
+                    if not re.match(_HEADER_LINE, line):
+                        break
+                    if line[0] in " \t":
+                        if field is not None:  # a continuation of no header is dropped
+                            field[1] += line
+                    elif line.startswith("From ") or line[0] == ":":
+                        field = None  # an envelope line, a field without a name: dropped
+                    else:
+                        name, value = line.split(":", 1)
+                        field = [name, value.lstrip(" \t")]
+                        fields.append(field)
+        except (OSError, UnicodeDecodeError):  # unreadable: importlib.metadata passes over a missing file
+            continue
+        return [(name, _redent(value.rstrip("\r\n"))) for name, value in fields]
+    return []
+
+
+def _redent(value: str) -> str:
+    """A folded value as importlib.metadata returns it (its "RFC822 indentation" repair); one line as it is."""
+    if "\n" not in value:
+        return value
+    import textwrap  # only for a folded header, which no wheel tool writes
+
+    return textwrap.dedent(" " * 8 + value)
+
+
+def _egg_info_requires(path: str) -> list[str]:
+    """An egg-info's requires.txt as Requires-Dist lines, a ``[extra:marker]`` section's as a marker."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    found, section = [], ""
+    for line in map(str.strip, text.splitlines()):
+        if not line:  # a comment is kept, as importlib.metadata keeps it (no requirement parses it)
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+            continue
+        extra, _, marker = section.partition(":")
+        conditions = [f"({marker})" if extra and marker else marker, extra and f'extra == "{extra}"']
+        condition = " and ".join(filter(None, conditions))
+        found.append(line + " " * ("@" in line) + (f"; {condition}" if condition else ""))  # a URL needs the space
+    return found
 
 
 def forget_installed_versions() -> None:
@@ -254,12 +320,10 @@ def trl_vllm_range() -> str | None:
 
     For `grpo-compat doctor` and `explain` only: it reads trl's requirements with ``packaging``.
     """
-    import importlib.metadata
-
     from packaging.requirements import InvalidRequirement, Requirement
 
     declared = None
-    for text in (importlib.metadata.requires("trl") or []) if installed_version("trl") else []:
+    for text in declared_requirements("trl"):
         try:
             requirement = Requirement(text)
         except InvalidRequirement:

@@ -13,7 +13,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
 
-from grpo_compat.core.versions import distribution_folders
+from grpo_compat.core.versions import distribution_folders, requires_dist
 from grpo_compat.static_check.stamp import CHECK_VERSION
 
 # The callables item 4 judges: keywords trl / ms-swift pass to these distributions' functions and classes.
@@ -132,13 +132,7 @@ class Install:
 
     def requires(self, distribution: str) -> list[str]:
         found = self.distributions.get(_normalize(distribution))
-        if not found:
-            return []
-        try:
-            with open(os.path.join(found[2], "METADATA"), encoding="utf-8") as handle:
-                return re.findall(r"^Requires-Dist:\s*(.+)$", handle.read(), flags=re.MULTILINE)
-        except OSError:
-            return []
+        return requires_dist(found[2]) if found else []
 
 
 def _normalize(name: str) -> str:

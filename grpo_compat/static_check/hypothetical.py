@@ -25,7 +25,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from grpo_compat.core.versions import canonicalize_name
+from grpo_compat.core.versions import canonicalize_name, requires_dist
 
 
 class UnusableInput(ValueError):
@@ -196,18 +196,10 @@ def _exact(requirement: Requirement) -> str | None:
 def _declared(distribution: str, version: str) -> tuple[Requirement, ...]:
     """What a release declares (not its extras), from its installed metadata where it is installed, else from its
     history; markers evaluated for this machine."""
-    import os
-
     texts: list[str] = []
     folder = _METADATA_FOLDERS.get((distribution, version))
     if folder is not None:
-        for name in ("METADATA", "PKG-INFO"):
-            try:
-                with open(os.path.join(folder, name), encoding="utf-8") as handle:
-                    texts = re.findall(r"^Requires-Dist:\s*(.+?)\s*$", handle.read(), flags=re.MULTILINE)
-                break
-            except OSError:
-                continue
+        texts = requires_dist(folder)
     else:
         history = _history(distribution)
         if history is not None and history.nearest(version) is not None:
