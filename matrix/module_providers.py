@@ -22,7 +22,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from grpo_compat.core.versions import distribution_folders
+from grpo_compat.core.versions import canonicalize_name, distribution_folders
 from grpo_compat.histories import providers
 from grpo_compat.matrix.envs import pip_find_links
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     before = sum(len(entry["releases"]) for entry in table.values())
     for source in args.sources or default_sources():
         for name, version, modules in read_source(source):
-            entry = table.setdefault(providers.canonical(name), {"modules": set(), "releases": set()})
+            entry = table.setdefault(canonicalize_name(name), {"modules": set(), "releases": set()})
             entry["modules"] |= modules
             entry["releases"].add(version)
     data = {"distributions": {name: {key: sorted(values) for key, values in entry.items()}

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from grpo_compat.core.versions import canonicalize_name
 from grpo_compat.histories import providers
 from matrix import module_providers
 
@@ -20,7 +21,7 @@ def installed_folders() -> dict[str, tuple[str, str]]:
     for distribution in importlib.metadata.distributions():
         folder = getattr(distribution, "_path", None)
         if distribution.metadata["Name"] and folder is not None:
-            found[providers.canonical(distribution.metadata["Name"])] = (distribution.version, str(folder))
+            found[canonicalize_name(distribution.metadata["Name"])] = (distribution.version, str(folder))
     return found
 
 

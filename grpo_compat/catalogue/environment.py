@@ -12,6 +12,8 @@ import re
 import sys
 from functools import cache
 
+from grpo_compat.core.versions import canonicalize_name
+
 # Standard-library modules that exist on one platform only (the documentation's "Availability" notes).
 POSIX_ONLY = frozenset(
     {"resource", "fcntl", "termios", "pwd", "grp", "posix", "pty", "tty", "crypt", "spwd", "nis", "syslog", "readline"}
@@ -74,10 +76,6 @@ def _installed_mapping() -> dict[str, list[str]]:
         return {}
 
 
-def _normalised(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 # The histories whose releases' requirements name distributions a GRPO run may lack (loaded only when needed).
 _REQUIRING = ("trl", "ms-swift", "transformers", "accelerate", "peft", "vllm", "datasets", "huggingface-hub")
 
@@ -95,7 +93,7 @@ def required_distributions() -> frozenset[str]:
             for line in lines:
                 name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
                 if name:
-                    names.add(_normalised(name.group()))
+                    names.add(canonicalize_name(name.group()))
     return frozenset(names)
 
 
@@ -125,7 +123,7 @@ def known_distribution(module: str) -> str | None:
     found = distribution_of_import(module)
     if found:
         return found
-    name = _normalised(module.split(".", 1)[0])
+    name = canonicalize_name(module.split(".", 1)[0])
     return name if name in required_distributions() else None
 
 

@@ -13,6 +13,7 @@ import itertools
 import os
 import re
 import sys
+from collections.abc import Callable
 
 # grpo_compat's own release: the one place it is written (pyproject.toml reads it from here).
 GRPO_COMPAT_VERSION = "0.1.0"
@@ -50,7 +51,9 @@ def canonicalize_name(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)  # a few names, asked for by every window of every patch
-def _normalize(name: str) -> str:
+def folder_name(name: str) -> str:
+    """A distribution's name as its metadata folder writes it, lower-cased (``ms_swift``): the key installed
+    distributions are looked up by."""
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
@@ -75,12 +78,12 @@ def distribution_folders(entries: list[str]) -> dict[str, tuple[str, str, str]]:
             match = re.match(_METADATA_FOLDER, folder)
             path = os.path.join(entry or ".", folder)
             if match:
-                found.setdefault(_normalize(match["name"]), (match["name"], match["version"], path))
+                found.setdefault(folder_name(match["name"]), (match["name"], match["version"], path))
             elif folder.endswith(".egg-info"):  # "name.egg-info" from an old develop install
                 version = _version_from_pkg_info(path)
                 if version:
                     name = folder[: -len(".egg-info")]
-                    found.setdefault(_normalize(name), (name, version, path))
+                    found.setdefault(folder_name(name), (name, version, path))
     return found
 
 
@@ -102,13 +105,13 @@ def installed_distribution(distribution: str) -> str | None:
     """The name ``distribution`` is installed under (itself or one of its OTHER_BUILDS); None when it is not."""
     found = _metadata_folders()
     return next(
-        (name for name in (distribution, *OTHER_BUILDS.get(distribution, ())) if _normalize(name) in found), None
+        (name for name in (distribution, *OTHER_BUILDS.get(distribution, ())) if folder_name(name) in found), None
     )
 
 
 def installed_version(distribution: str) -> str | None:
     name = installed_distribution(distribution)
-    return _metadata_folders()[_normalize(name)][1] if name else None
+    return _metadata_folders()[folder_name(name)][1] if name else None
 
 
 def installed_versions() -> dict[str, str | None]:
@@ -117,7 +120,7 @@ def installed_versions() -> dict[str, str | None]:
 
 def declared_requirements(distribution: str) -> list[str]:
     """The Requires-Dist lines of an installed distribution (as ``importlib.metadata.requires``, None as [])."""
-    found = _metadata_folders().get(_normalize(distribution))
+    found = _metadata_folders().get(folder_name(distribution))
     return requires_dist(found[2]) if found else []
 
 
@@ -231,6 +234,12 @@ def is_cuda_build(version: str, cuda_runtime_installed: bool) -> bool:
     if local:
         return local.startswith("cu")
     return cuda_runtime_installed
+
+
+def is_cuda_torch(version: str, version_of: Callable[[str], str | None]) -> bool:
+    """Whether torch ``version`` is a CUDA build, where ``version_of`` gives an installed distribution's version:
+    PyPI's untagged Linux wheels are, when their CUDA runtime arrived beside them as nvidia-* packages."""
+    return is_cuda_build(version, any(version_of(name) for name in CUDA_RUNTIME_DISTRIBUTIONS))
 
 
 def parse_window(text: str) -> tuple[str, list[tuple[str, str, bool]]]:

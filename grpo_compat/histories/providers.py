@@ -29,11 +29,6 @@ _RECORD_DATA = re.compile(r"^[^/,\r\n]*\.data/(?:purelib|platlib)/[^,\r\n]*", re
 _COMPILED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\..*(so|pyd)$")  # name.cpython-312-x86_64-linux-gnu.so
 
 
-def canonical(name: str) -> str:
-    """PEP 503's name (as packaging.utils.canonicalize_name)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def top_level_of_paths(paths: Iterable[str]) -> set[str]:
     """The top-level modules a distribution's installed files make importable (its ``RECORD`` paths): packages
     (``msgspec/__init__.py``; a folder without one is a namespace package, importable too), modules

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grpo_compat.core.versions import canonicalize_name
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -205,7 +207,8 @@ def load_cells_file(path: Path, require_torch: bool = True) -> CellsFile:
 
 
 def normalised_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name.strip().strip("\"'")).lower()
+    """A name as written in a TOML key or a requirement (quoted, spaced), PEP 503's way."""
+    return canonicalize_name(name.strip().strip("\"'"))
 
 
 _TABLE = re.compile(r"^\s*\[\s*(?P<name>[^\]]+?)\s*\]\s*(?:#.*)?$")

@@ -16,7 +16,7 @@ import platform
 import sys
 from collections.abc import Iterator
 
-from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
+from grpo_compat.core.versions import is_cuda_build, is_cuda_torch
 from grpo_compat.static_check.files import Finding, Install, Module, catches_import_error, walk
 from grpo_compat.static_check.guards import guard_holds
 
@@ -30,7 +30,7 @@ def build_findings(install: Install) -> list[Finding]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version
 
-    torch_cuda = is_cuda_build(torch, any(install.version(name) for name in CUDA_RUNTIME_DISTRIBUTIONS))
+    torch_cuda = is_cuda_torch(torch, install.version)
     # An untagged torchvision / torchaudio wheel for x86-64 Linux is PyPI's, a CUDA build.
     pypi_is_cuda = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
     findings = []

@@ -13,7 +13,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
 
-from grpo_compat.core.versions import distribution_folders, requires_dist
+from grpo_compat.core.versions import distribution_folders, folder_name, requires_dist
 from grpo_compat.static_check.stamp import CHECK_VERSION
 
 # The callables item 4 judges: keywords trl / ms-swift pass to these distributions' functions and classes.
@@ -75,7 +75,7 @@ class Install:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def version(self, distribution: str) -> str | None:
-        found = self.distributions.get(_normalize(distribution))
+        found = self.distributions.get(folder_name(distribution))
         return found[1] if found else None
 
     def find(self, module: str) -> tuple[str, str] | None:
@@ -110,8 +110,8 @@ class Install:
         if top in self._owners:
             return self._owners[top]
         named = _KNOWN_DISTRIBUTIONS.get(top, top)
-        if _normalize(named) in self.distributions:  # most import names are their distribution's (torch, trl)
-            return self.distributions[_normalize(named)][0].replace("_", "-")
+        if folder_name(named) in self.distributions:  # most import names are their distribution's (torch, trl)
+            return self.distributions[folder_name(named)][0].replace("_", "-")
         self._read_owners()
         if top in self._owners:
             return self._owners[top]
@@ -131,12 +131,8 @@ class Install:
                     self._owners.setdefault(top, name.replace("_", "-"))
 
     def requires(self, distribution: str) -> list[str]:
-        found = self.distributions.get(_normalize(distribution))
+        found = self.distributions.get(folder_name(distribution))
         return requires_dist(found[2]) if found else []
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def _module_in(site: str, folder: str, name: str) -> tuple[str, str] | None:

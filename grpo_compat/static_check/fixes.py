@@ -87,12 +87,12 @@ def leaf_install(install: Install, owner: str) -> str:
     GPU engine such as vLLM), and cannot work beside this torch, so it is not proposed."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from grpo_compat.core.versions import CUDA_RUNTIME_DISTRIBUTIONS, is_cuda_build
+    from grpo_compat.core.versions import is_cuda_torch
 
     history, torch = _history(owner), install.version("torch")
     if history is None or not history.releases or torch is None:
         return f"pip install {owner}"
-    if is_cuda_build(torch, any(install.version(name) for name in CUDA_RUNTIME_DISTRIBUTIONS)):
+    if is_cuda_torch(torch, install.version):
         return f"pip install {owner}"
     newest = history.releases[-1]
     for text in history.requires(newest) or []:
@@ -339,22 +339,22 @@ def _declared_upper_bounds(install: Install, name: str) -> list[str]:
     """The tightest ``<`` / ``<=`` bound on ``name`` that the installed distributions' requirements declare."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    from grpo_compat.core.versions import folder_name
     from grpo_compat.histories import _REQUIREMENT_NAME
-    from grpo_compat.static_check.files import _normalize
 
     bounds = []
     for normalized, (_, _, _) in install.distributions.items():
-        if normalized == _normalize(name):
+        if normalized == folder_name(name):
             continue
         for text in install.requires(normalized):
             leading = _REQUIREMENT_NAME.match(text)  # a requirement on another name is not parsed (5,000 on ms-swift)
-            if leading is None or _normalize(leading.group(1)) != _normalize(name):
+            if leading is None or folder_name(leading.group(1)) != folder_name(name):
                 continue
             try:
                 requirement = Requirement(text)
             except InvalidRequirement:
                 continue
-            if _normalize(requirement.name) != _normalize(name) or (
+            if folder_name(requirement.name) != folder_name(name) or (
                 requirement.marker is not None and "extra" in str(requirement.marker)
             ):
                 continue

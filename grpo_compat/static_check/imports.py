@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import sys
 
-from grpo_compat.static_check.files import Finding, Import, Install, Module, _normalize, holds_word, walk
+from grpo_compat.core.versions import folder_name
+from grpo_compat.static_check.files import Finding, Import, Install, Module, holds_word, walk
 from grpo_compat.static_check.guards import evaluator, guard_holds
 
 # The entry points: what `from trl import GRPOTrainer, GRPOConfig` and ms-swift's trainer import.
@@ -105,7 +106,7 @@ class ImportWalk:
         where = f"{module.relative_path}:{record.line}"
         if whole:
             requirements = install.requires(distribution)
-            declared = any(_requirement_name(r) == _normalize(owner) for r in requirements)
+            declared = any(_requirement_name(r) == folder_name(owner) for r in requirements)
             extras = _extras_declaring(requirements, owner)
             why = (
                 "declares it but it is not installed" if declared
@@ -163,7 +164,7 @@ def _extras_declaring(requirements: list[str], owner: str) -> list[str]:
     for text in requirements:
         match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
         extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", text)
-        if match and extra and _normalize(match.group(1)) == _normalize(owner):
+        if match and extra and folder_name(match.group(1)) == folder_name(owner):
             extras.append(extra.group(1))
     return list(dict.fromkeys(extras))
 
@@ -171,7 +172,7 @@ def _extras_declaring(requirements: list[str], owner: str) -> list[str]:
 def _requirement_name(text: str) -> str:
     match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", text)
     extra = re.search(r"extra\s*==", text)
-    return "" if match is None or extra else _normalize(match.group(1))
+    return "" if match is None or extra else folder_name(match.group(1))
 
 
 _TEXTS: dict[str, str] = {}

