@@ -17,7 +17,8 @@ from tests.helpers import REPO
 FIXTURES = REPO / "tests" / "fixtures" / "explain"
 MATRIX_LOGS = json.loads((FIXTURES / "matrix" / "index.json").read_text())
 RECORDS = {failure.id: failure for failure in load_failures()}
-# The log of the skew investigation (docs/investigations/version-skew-2026-11.md), real installs: file -> record.
+# Logs of real installs (the skew investigation, docs/investigations/version-skew-2026-11.md, and later):
+# file -> record.
 SKEW_LOGS = {
     "r15_trl0.16.1_tf4.52.4.log": "trl-sampler-transformers-4.52",
     "r16_trl0.22.2_tf4.54.1_grpo.log": "trl-current-gradient-accumulation-steps",
@@ -32,6 +33,9 @@ SKEW_LOGS = {
     "r30_trl1.16.0_tf5.23.0_logps_override.log": "trl-logps-override-old-signature",
     # AsyncGRPOTrainer(environment_factory=..., train_dataset=None), model loaded with sdpa for CPU (trl #6824)
     "r30_trl1.9.2_tf5.10.0_async_env_owned.log": "trl-async-grpo-environment-owned-args",
+    # ms-swift 4.5.3's persistent-worker default with --dataloader_num_workers 0; 4.6.0 turns it off and trains
+    "rsw_swift4.5.3_trl0.29.1_tf5.3.0_no_workers.log": "swift-persistent-workers-no-workers",
+    "rsw_swift4.6.0_trl0.29.1_tf5.3.0_no_workers.log": None,
     "r15_trl0.17.0_tf4.52.4.log": None,  # trains
     "r16_trl0.27.2_tf4.56.2_grpo_evalfirst.log": None,  # trains
 }
@@ -95,6 +99,15 @@ def test_a_traceback_quoted_from_an_upstream_issue_is_matched_to_its_record(name
 def test_unrelated_failures_are_not_claimed(name):
     text, versions = quoted(name)
     assert not any(match.certain for match in explain(text, versions, installed={}).matches)
+
+
+@pytest.mark.parametrize(("swift", "claims"), [("4.5.2", False), ("4.5.3", True), ("4.6.0", False)])
+def test_the_persistent_workers_crash_is_claimed_on_the_swift_release_that_defaults_it_on_without_a_guard(
+    swift, claims
+):
+    text = (FIXTURES / "skew" / "rsw_swift4.5.3_trl0.29.1_tf5.3.0_no_workers.log").read_text()
+    versions = {"ms-swift": swift, "trl": "0.29.1", "transformers": "5.3.0"}
+    assert ("swift-persistent-workers-no-workers" in claimed(text, versions)) is claims
 
 
 def test_a_generic_message_outside_its_records_versions_is_not_shown():
