@@ -223,3 +223,22 @@ def test_what_the_reading_says_a_resolved_set_lacks_is_added_before_building():
     assert lacking_in(swift) == ["msgspec"]
     assert lacking_in(_pinned(resolved_pins(["ms-swift==4.6.0", "msgspec", "torch==2.13.0+cpu"]))) == []
     assert lacking_in(_pinned(resolved_pins(["trl==1.16.0", "torch==2.13.0+cpu"]))) == []
+
+
+def test_a_proven_fix_names_what_the_reading_added_and_a_failed_try_what_it_still_met():
+    from grpo_compat.tools.prove import format_proof
+
+    missing = [{"kind": "missing-module", "name": "msgspec", "where": "swift.rlhf_trainers.utils:16"}]
+    probe = {"trains": False, "phase": "import", "wall_s": 37.1, "missing": missing}
+    refused = {"change": ["ms-swift>4.6.0"], "command": "pip install 'ms-swift>4.6.0'", "trains": False,
+               "error": "uv cannot build it: only ms-swift<=4.6.0 is available", "seconds": 6.7}  # fmt: skip
+    proven = {"change": ["ms-swift==4.5.3"], "command": "pip install 'ms-swift==4.5.3' 'msgspec==0.23.0'",
+              "trains": True, "moved": {"ms-swift": "4.1.3 -> 4.5.3", "msgspec": "none -> 0.23.0"},
+              "lacking": ["msgspec"], "seconds": 51.7, "probe": {"trains": True}}  # fmt: skip
+    proof = {"stack": "ms-swift", "probe": probe, "fixes_tried": [refused, proven],
+             "failures": [{"error": "No module named 'msgspec'", "where": "swift.rlhf_trainers.utils:16"}]}  # fmt: skip
+    text = format_proof(proof)
+    assert "Tried pip install 'ms-swift>4.6.0' (the installed set plus it, resolved by uv): still fails: uv" in text
+    assert "Proven fix: pip install 'ms-swift==4.5.3' 'msgspec==0.23.0'" in text
+    said = "with msgspec: the reading of the resolved set said its GRPO trainer imports it and nothing in it provides"
+    assert said in text
