@@ -12,33 +12,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import tomllib
 
 from grpo_compat.tools.prove import build_env
-from matrix.prove_sets import ALWAYS, SETS
+from matrix.prove_sets import ALWAYS, SETS, cold_doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed_doctor(python: str) -> tuple[float, float, int]:
-    with tempfile.TemporaryDirectory() as cache:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
-        done = subprocess.run(
-            [python, "-m", "grpo_compat", "doctor", "--json"], capture_output=True, cwd=tempfile.gettempdir(),
-            env={**os.environ, "XDG_CACHE_HOME": cache, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
-        wall = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return round(cpu, 2), round(wall, 2), done.returncode
+    """(CPU s, wall s, exit code) of one cold doctor; run from the checkout's root (``python -m
+    matrix.bench_cold_doctor``), whose grpo_compat the env's python imports first."""
+    done, wall, cpu = cold_doctor(Path(python))
+    return cpu, wall, done.returncode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -538,16 +538,13 @@ def known_import_failures(versions: dict[str, str | None] | None = None) -> list
     """The catalogue's known failures of ``versions`` (default: the installed ones) that stop the GRPO trainer's
     import (checks in compiled code the reading cannot see; doctor's errors too), as findings: their fixes are
     proposed like the reading's, and a run's error that one's patterns match is joined with it."""
-    from grpo_compat.catalogue import load_failures
-    from grpo_compat.tools.doctor import environment_versions
+    from grpo_compat.catalogue import affecting_this_install
 
-    records = load_failures()
-    versions = environment_versions(records) if versions is None else versions
     return [
         {"kind": "known-failure", "message": f"known failure {record.id}: {record.title}", "where": record.id,
          "fix": record.fix, "patterns": list(record.patterns)}
-        for record in records
-        if record.stops_the_import and record.affects_versions(versions)
+        for record in affecting_this_install(versions)
+        if record.stops_the_import
     ]  # fmt: skip
 
 
